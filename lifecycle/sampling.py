@@ -1,0 +1,250 @@
+"""Next-token distribution and sampling: from the last position's logits to one chosen token.
+
+The model's logits become a probability distribution over the whole vocabulary (softmax at
+temperature 1). Sampling then reshapes it in the standard order used by Hugging Face and most
+inference servers: repetition penalty, temperature, top-k, top-p (nucleus), min-p, renormalize.
+For every token we keep its base probability, its final probability and the stage that removed
+it, so a page can show exactly what each setting did. Temperature 0 means greedy decoding.
+Pure numpy; cheap enough to rerun on every slider move (well under 5 ms for 49,152 tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lifecycle.errors import LifecycleError
+
+STAGES = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+KEPT = -1
+_TEMPERATURE, _TOP_K, _TOP_P, _MIN_P = (STAGES.index(s) for s in STAGES[1:])
+_NUCLEUS_BINS_PER_OCTAVE = 16
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """The sampling parameters of one request. ``top_k=0`` and ``top_p=1`` switch those stages off."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+
+    def validate(self) -> None:
+        """Raise LifecycleError naming the first parameter that is out of range (NaN included)."""
+        _check_range("temperature", self.temperature, 0.0, 2.0, low_open=False)
+        _check_range("top_p", self.top_p, 0.0, 1.0, low_open=True)
+        _check_range("min_p", self.min_p, 0.0, 1.0, low_open=False)
+        _check_range("repetition_penalty", self.repetition_penalty, 0.0, 2.0, low_open=True)
+        if not _is_int(self.top_k) or self.top_k < 0:
+            raise LifecycleError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}", param="top_k")
+        if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed < 2**63):
+            raise LifecycleError(f"seed must be an integer in [0, 2^63), got {self.seed!r}", param="seed")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_range(name: str, value: object, low: float, high: float, low_open: bool) -> None:
+    is_number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    ok = is_number and math.isfinite(value) and value <= high and (value > low if low_open else value >= low)
+    if not ok:
+        bracket = "(" if low_open else "["
+        raise LifecycleError(f"{name} must be a number in {bracket}{low:g}, {high:g}], got {value!r}", param=name)
+
+
+@dataclass(frozen=True)
+class TokenCandidate:
+    """One possible next token. ``rank`` 1 is the most likely; ``logprob`` is the natural log."""
+
+    id: int
+    text: str
+    probability: float
+    logprob: float
+    rank: int
+
+
+@dataclass
+class NextTokenDistribution:
+    """The model's own next-token distribution: softmax of the logits at temperature 1."""
+
+    logits: np.ndarray
+    probs: np.ndarray
+    entropy_bits: float
+    token_text: Callable[[int], str] = field(repr=False)
+
+    @property
+    def logprobs(self) -> np.ndarray:
+        return _log_softmax(self.logits.astype(np.float64))
+
+    def top(self, k: int) -> list[TokenCandidate]:
+        """The k most likely tokens, most likely first (ties broken by lower id)."""
+        return top_candidates(self.probs, self.token_text, k, self.logprobs)
+
+
+def next_token_distribution(logits: np.ndarray, token_text: Callable[[int], str]) -> NextTokenDistribution:
+    """The full-vocabulary distribution for one position's logits (shape (V,))."""
+    logits32 = _checked_logits(logits).astype(np.float32)
+    probs = _softmax(logits32.astype(np.float64))
+    return NextTokenDistribution(logits32, probs, entropy_bits(probs), token_text)
+
+
+def top_candidates(
+    probs: np.ndarray, token_text: Callable[[int], str], k: int, logprobs: np.ndarray | None = None
+) -> list[TokenCandidate]:
+    """The k most probable ids of ``probs`` as candidates; logprobs default to log(probs)."""
+    ids = _top_ids(probs, k)
+    candidates = []
+    for rank, token_id in enumerate(ids, start=1):
+        p = float(probs[token_id])
+        logprob = float(logprobs[token_id]) if logprobs is not None else (math.log(p) if p > 0 else -math.inf)
+        candidates.append(TokenCandidate(int(token_id), token_text(int(token_id)), p, logprob, rank))
+    return candidates
+
+
+def _top_ids(values: np.ndarray, k: int) -> np.ndarray:
+    k = max(0, min(int(k), values.size))
+    if k == 0:
+        return np.empty(0, dtype=np.int64)
+    ids = np.argpartition(-values, k - 1)[:k] if k < values.size else np.arange(values.size)
+    return ids[np.lexsort((ids, -values[ids]))]
+
+
+@dataclass
+class SampledDistribution:
+    """Every token's probability before and after sampling, and which stage removed it.
+
+    ``removed_by[i]`` is -1 when token i survived, else the index into STAGES of the stage that
+    removed it. ``final_probs`` is renormalized over the survivors and zero elsewhere.
+    """
+
+    base_probs: np.ndarray
+    final_probs: np.ndarray
+    removed_by: np.ndarray
+    entropy_bits: float
+    greedy: bool
+    kept: int
+
+    def removed_count(self, stage: str) -> int:
+        return int(np.count_nonzero(self.removed_by == STAGES.index(stage)))
+
+
+def apply_sampling(
+    logits: np.ndarray, settings: SamplingSettings, previous_ids: Sequence[int] = ()
+) -> SampledDistribution:
+    """Apply repetition penalty, temperature, top-k, top-p, min-p and renormalize.
+
+    Top-p and min-p act on the distribution left by the stages before them (after temperature
+    and top-k, renormalized), as in Hugging Face's logits processors. A token whose probability
+    underflows to exactly zero at a low temperature counts as removed by "temperature".
+    """
+    settings.validate()
+    raw = _checked_logits(logits).astype(np.float64)
+    base_probs = _softmax(raw)
+    scores = _penalize_repeats(raw, previous_ids, settings.repetition_penalty)
+    removed_by = np.full(raw.size, KEPT, dtype=np.int8)
+
+    if settings.temperature == 0:
+        final = np.zeros_like(base_probs)
+        final[int(np.argmax(scores))] = 1.0
+        removed_by[final == 0] = _TEMPERATURE
+        return SampledDistribution(base_probs, final, removed_by, 0.0, True, 1)
+
+    probs = _softmax(scores, settings.temperature)
+    removed_by[probs == 0] = _TEMPERATURE
+    if 0 < settings.top_k < raw.size:
+        _remove(removed_by, np.argpartition(-scores, settings.top_k - 1)[settings.top_k :], _TOP_K)
+    if settings.top_p < 1.0:
+        _remove(removed_by, _outside_nucleus(np.where(removed_by == KEPT, probs, 0.0), settings.top_p), _TOP_P)
+    if settings.min_p > 0.0:
+        survivors = removed_by == KEPT
+        threshold = settings.min_p * probs[survivors].max()
+        removed_by[survivors & (probs < threshold)] = _MIN_P
+
+    final = np.where(removed_by == KEPT, probs, 0.0)
+    final /= final.sum()
+    kept = int(np.count_nonzero(removed_by == KEPT))
+    return SampledDistribution(base_probs, final, removed_by, entropy_bits(final), False, kept)
+
+
+def choose_token(distribution: SampledDistribution, rng: np.random.Generator) -> int:
+    """Draw one token id from the final distribution; the argmax when decoding greedily."""
+    if distribution.greedy:
+        return int(np.argmax(distribution.final_probs))
+    cdf = np.cumsum(distribution.final_probs)
+    index = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    return min(index, cdf.size - 1)
+
+
+def entropy_bits(probs: np.ndarray) -> float:
+    """Shannon entropy in bits; zero-probability tokens contribute nothing."""
+    p = probs[probs > 0]
+    return float(-(p * np.log2(p)).sum())
+
+
+def _checked_logits(logits: np.ndarray) -> np.ndarray:
+    array = np.asarray(logits)
+    if array.ndim != 1 or array.size == 0:
+        raise LifecycleError(f"logits must be a non-empty 1-D array, got shape {array.shape}", param="logits")
+    if np.isnan(array).any() or not np.isfinite(array.max()):
+        raise LifecycleError("logits contain NaN or no finite maximum", param="logits")
+    return array
+
+
+def _softmax(scores: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    # Subtract the max before dividing so a tiny temperature cannot overflow to inf - inf.
+    e = np.exp((scores - scores.max()) / temperature)
+    return e / e.sum()
+
+
+def _log_softmax(scores: np.ndarray) -> np.ndarray:
+    shifted = scores - scores.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+def _penalize_repeats(scores: np.ndarray, previous_ids: Sequence[int], penalty: float) -> np.ndarray:
+    """CTRL-style penalty: a seen token's positive logit is divided by it, a negative one multiplied."""
+    ids = np.unique(np.asarray(previous_ids, dtype=np.int64))
+    if penalty == 1.0 or ids.size == 0:
+        return scores
+    if ids[0] < 0 or ids[-1] >= scores.size:
+        raise LifecycleError(f"previous_ids must be token ids in [0, {scores.size})", param="previous_ids")
+    penalized = scores.copy()
+    seen = penalized[ids]
+    penalized[ids] = np.where(seen > 0, seen / penalty, seen * penalty)
+    return penalized
+
+
+def _remove(removed_by: np.ndarray, ids: np.ndarray, stage: int) -> None:
+    """Mark ``ids`` as removed by ``stage`` unless an earlier stage already removed them."""
+    hit = ids[removed_by[ids] == KEPT]
+    removed_by[hit] = stage
+
+
+def _outside_nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
+    """Ids outside the smallest most-probable set whose (renormalized) mass reaches top_p.
+
+    Sorting 49k probabilities costs milliseconds, so tokens are first binned by probability
+    (bins 2^(1/16) wide, counted from the top): whole bins above the one where the cumulative
+    mass crosses top_p are kept, and only that one bin is sorted.
+    """
+    target = top_p * probs.sum()
+    ids = np.flatnonzero(probs)
+    p = probs[ids]
+    level = np.floor(np.log2(p.max() / p) * _NUCLEUS_BINS_PER_OCTAVE).astype(np.int64)
+    cumulative = np.cumsum(np.bincount(level, weights=p))
+    crossing = min(int(np.searchsorted(cumulative, target, side="left")), cumulative.size - 1)
+    mass_above = cumulative[crossing - 1] if crossing > 0 else 0.0
+    in_bin = ids[level == crossing]
+    order = in_bin[np.lexsort((in_bin, -probs[in_bin]))]
+    needed = int(np.searchsorted(np.cumsum(probs[order]), target - mass_above, side="left")) + 1
+    inside = np.zeros(probs.size, dtype=bool)
+    inside[ids[level < crossing]] = True
+    inside[order[:needed]] = True
+    return np.flatnonzero(~inside)
