@@ -237,7 +237,8 @@ def _outside_nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
     target = top_p * probs.sum()
     ids = np.flatnonzero(probs)
     p = probs[ids]
-    level = np.floor(np.log2(p.max() / p) * _NUCLEUS_BINS_PER_OCTAVE).astype(np.int64)
+    log_p = np.log2(p)  # not log2(max / p): that ratio overflows for subnormal p at low temperature
+    level = np.floor((log_p.max() - log_p) * _NUCLEUS_BINS_PER_OCTAVE).astype(np.int64)
     cumulative = np.cumsum(np.bincount(level, weights=p))
     crossing = min(int(np.searchsorted(cumulative, target, side="left")), cumulative.size - 1)
     mass_above = cumulative[crossing - 1] if crossing > 0 else 0.0

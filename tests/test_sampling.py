@@ -45,6 +45,16 @@ def test_top_p_keeps_the_smallest_set_reaching_p(logits, temperature, top_p):
     assert set(np.flatnonzero(sampled.removed_by == STAGES.index("top_p"))) == set(order[n:].tolist())
 
 
+def test_top_p_handles_subnormal_probabilities_at_low_temperature():
+    # At T=0.01 these gaps give probabilities around 1e-308: below float64's normal range.
+    logits = np.array([0.0, -7.07, -7.09, -7.1, -8.0, -20.0], dtype=np.float32)
+    sampled = apply_sampling(logits, SamplingSettings(temperature=0.01, top_p=1 - 1e-12))
+    probs = softmax(logits, 0.01)
+    assert 0 < probs[1] < np.finfo(np.float64).tiny
+    assert kept_ids(sampled) == {0}
+    assert sampled.final_probs.sum() == 1.0
+
+
 @pytest.mark.parametrize("k", [1, 5, 40, 1000])
 def test_top_k_keeps_exactly_the_k_highest(logits, k):
     sampled = apply_sampling(logits, SamplingSettings(top_k=k))
