@@ -1,0 +1,54 @@
+"""One look for every chart, readable on a projector: large type, colour-blind-safe colours.
+
+Builders pass ``template=TEMPLATE`` and label every axis with ``axis_title(name, unit)``.
+The palette is Okabe-Ito: its eight colours stay distinct for the common colour-vision deficiencies.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+OKABE_ITO = (
+    "#0072B2",  # blue
+    "#E69F00",  # orange
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#56B4E9",  # sky blue
+    "#D55E00",  # vermillion
+    "#F0E442",  # yellow
+    "#000000",  # black
+)
+MUTED = "#B0B0B0"  # for what a stage removed or left out: grey reads as "not in play"
+FONT_SIZE = 18
+FONT_FAMILY = "Source Sans Pro, Arial, sans-serif"
+
+TEMPLATE = go.layout.Template(
+    layout=go.Layout(
+        font=dict(family=FONT_FAMILY, size=FONT_SIZE, color="#222222"),
+        title=dict(font=dict(size=FONT_SIZE + 4), x=0, xanchor="left"),
+        colorway=list(OKABE_ITO),
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        margin=dict(l=70, r=30, t=60, b=70),
+        hoverlabel=dict(font=dict(size=FONT_SIZE - 2)),
+        legend=dict(font=dict(size=FONT_SIZE - 2)),
+        xaxis=dict(showgrid=True, gridcolor="#E5E5E5", linecolor="#444444", ticks="outside",
+                   title=dict(font=dict(size=FONT_SIZE)), automargin=True),
+        yaxis=dict(showgrid=True, gridcolor="#E5E5E5", linecolor="#444444", ticks="outside",
+                   title=dict(font=dict(size=FONT_SIZE)), automargin=True),
+        coloraxis=dict(colorscale="Cividis"),
+    ),
+    data=dict(
+        heatmap=[go.Heatmap(colorscale="Cividis")],
+        bar=[go.Bar(marker=dict(line=dict(width=0)))],
+    ),
+)
+# Sequential scale for heatmaps (attention, embeddings): perceptually uniform and colour-blind safe.
+SEQUENTIAL = "Cividis"
+# Diverging scale for signed values (embedding components, cosine similarity).
+DIVERGING = "RdBu"
+
+
+def axis_title(name: str, unit: str | None = None) -> str:
+    """An axis label with its unit in parentheses, e.g. ``axis_title("Time", "ms")`` -> "Time (ms)"."""
+    return f"{name} ({unit})" if unit else name

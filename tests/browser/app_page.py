@@ -1,0 +1,38 @@
+"""Helpers to open and read pages of the running app in Playwright."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from playwright.sync_api import Page, expect
+
+EXCEPTION = '[data-testid="stException"]'
+IDLE_APP = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+
+
+def open_page(page: Page, base_url: str, url_path: str = "", **params: object) -> None:
+    """Open ``/url_path?params`` as a deep link and wait until its script run has finished."""
+    query = f"?{urlencode({k: str(v) for k, v in params.items()})}" if params else ""
+    page.goto(f"{base_url}/{url_path}{query}")
+    wait_idle(page)
+
+
+def wait_idle(page: Page) -> None:
+    expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible()
+    page.wait_for_selector(IDLE_APP)
+
+
+def main_text(page: Page) -> str:
+    return page.get_by_test_id("stMainBlockContainer").inner_text()
+
+
+def full_screenshot(page: Page, path) -> None:
+    """The whole page: Streamlit scrolls inside its main block, so grow the viewport to fit first."""
+    height = page.evaluate(
+        "() => Math.max(...['stMain', 'stSidebarContent'].map("
+        "id => document.querySelector(`[data-testid=${id}]`)?.scrollHeight ?? 0))"
+    )
+    width = page.viewport_size["width"]
+    page.set_viewport_size({"width": width, "height": max(900, min(int(height) + 40, 8000))})
+    wait_idle(page)
+    page.screenshot(path=path, full_page=True)

@@ -1,0 +1,90 @@
+"""The frame: navigation, the shared settings carried between pages and in the URL, error messages."""
+
+import pytest
+
+from tests.pages.harness import texts
+from ui.settings import DEFAULT_PROMPT, NUMBERS, parse_history
+from ui.stages import PHASES, STAGES
+from lifecycle.errors import LifecycleError
+
+
+def test_home_renders_the_map_with_a_link_to_every_stage(run_page):
+    app = run_page()
+    assert not app.exception
+    links = app.get("page_link")
+    assert [link.proto.page for link in links] == [page.url_path for page in STAGES]
+    assert [s.value for s in app.subheader] == list(PHASES)
+    assert DEFAULT_PROMPT in texts(app)
+    model_line = next(c.value for c in app.caption if c.value.startswith("Model: "))
+    assert "30 layers" in model_line and "49,152 tokens" in model_line
+
+
+@pytest.mark.parametrize("page", STAGES, ids=[p.url_path for p in STAGES])
+def test_every_stage_page_runs_and_shows_the_prompt(run_page, page):
+    app = run_page(page.url_path, prompt="Why is the sea salty?")
+    assert not app.exception
+    assert app.title[0].value == page.title
+    assert "Why is the sea salty?" in texts(app)
+    assert not app.error
+
+
+def test_prompt_typed_in_the_sidebar_carries_to_the_next_page(run_page):
+    app = run_page("tokenization")
+    app.sidebar.text_area(key="prompt").set_value("Bonjour, comment ça va ?").run()
+    app.sidebar.slider(key="temperature").set_value(0.0).run()
+    app.switch_page("views/sampling.py").run()
+    assert not app.exception
+    assert app.title[0].value == "Sampling"
+    assert "Bonjour, comment ça va ?" in texts(app)
+    assert app.sidebar.slider(key="temperature").value == 0.0
+
+
+def test_deep_link_sets_every_sidebar_setting(run_page):
+    app = run_page(
+        "generation", prompt="Count to three.", system_prompt="Be brief.", history="user: hi\nassistant: hello",
+        temperature=0.3, top_p=0.9, top_k=40, min_p=0.05, repetition_penalty=1.1, max_tokens=12, seed=7,
+        include_usage=False,
+    )
+    assert not app.exception
+    state = app.session_state
+    assert (state["temperature"], state["top_p"], state["top_k"], state["min_p"]) == (0.3, 0.9, 40, 0.05)
+    assert (state["repetition_penalty"], state["max_tokens"], state["seed"]) == (1.1, 12, 7)
+    assert state["include_usage"] is False
+    assert state["system_prompt"] == "Be brief." and "Count to three." in texts(app)
+
+
+def test_out_of_range_url_values_fall_back_with_a_message(run_page):
+    app = run_page("sampling", temperature=9, top_k="many", max_tokens=0)
+    assert not app.exception
+    warnings = " ".join(w.value for w in app.warning)
+    assert "temperature='9'" in warnings and "top_k='many'" in warnings and "max_tokens='0'" in warnings
+    assert app.sidebar.slider(key="temperature").value == NUMBERS["temperature"].default
+    assert app.sidebar.number_input(key="max_tokens").value == NUMBERS["max_tokens"].default
+
+
+def test_unreadable_history_is_a_message_not_a_traceback(run_page):
+    app = run_page("request", history="this line has no role")
+    assert not app.exception
+    assert "history line 1" in app.error[0].value
+
+
+def test_empty_prompt_is_a_warning_on_stage_pages(run_page):
+    app = run_page("tokenization", prompt="")
+    assert not app.exception
+    assert "prompt is empty" in app.warning[0].value
+
+
+def test_html_in_the_prompt_is_shown_as_literal_text(run_page):
+    hostile = '<img src=x onerror=alert(1)> <script>alert(2)</script> [x](javascript:alert(3))'
+    app = run_page("tokenization", prompt=hostile)
+    assert not app.exception
+    assert hostile in texts(app)
+    assert not any("onerror" in m.value for m in app.markdown)
+
+
+def test_history_parsing_keeps_roles_and_multiline_turns():
+    turns = parse_history("User: hi\nthere\nassistant:  hello\n\nuser: again")
+    assert turns == (("user", "hi\nthere"), ("assistant", "hello"), ("user", "again"))
+    with pytest.raises(LifecycleError) as error:
+        parse_history("\nsystem: nope")
+    assert error.value.param == "history"

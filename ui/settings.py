@@ -1,0 +1,206 @@
+"""The settings every page shares: one prompt, its conversation and the sampling parameters.
+
+They are set once in the sidebar (rendered by app.py before the page runs, so the widgets live
+across page switches) and carried in the URL: each widget is bound to a query parameter named
+after its key, so ``/tokenization?prompt=Hi&temperature=0`` reopens that page with that prompt.
+Streamlit drops a URL value it cannot accept (wrong type, out of range) and uses the default;
+``url_problems`` says so on the page instead of failing silently.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+import streamlit as st
+
+from lifecycle.errors import LifecycleError
+
+DEFAULT_PROMPT = "Explain in one sentence why the sky is blue."
+MAX_PROMPT_CHARS = 60_000  # above the 8,192-token window for any text, so overflow stays demonstrable
+
+
+@dataclass(frozen=True)
+class NumberSpec:
+    """A numeric setting: its widget's range and step. ``slider`` False means a number box."""
+
+    label: str
+    low: float
+    high: float
+    default: float
+    step: float
+    slider: bool
+    help: str
+
+
+NUMBERS: dict[str, NumberSpec] = {
+    "temperature": NumberSpec("Temperature", 0.0, 2.0, 0.7, 0.05, True,
+                              "0 = greedy: always the most likely token."),
+    "top_p": NumberSpec("Top-p", 0.01, 1.0, 1.0, 0.01, True,
+                        "Keep the smallest set of tokens whose probabilities add up to p (1 = off)."),
+    "top_k": NumberSpec("Top-k", 0, 1000, 0, 1, False, "Keep only the k most likely tokens (0 = off)."),
+    "min_p": NumberSpec("Min-p", 0.0, 1.0, 0.0, 0.01, True,
+                        "Drop tokens less likely than min-p times the top token's probability (0 = off)."),
+    "repetition_penalty": NumberSpec("Repetition penalty", 0.5, 2.0, 1.0, 0.05, True,
+                                     "Above 1 makes tokens already in the text less likely (1 = off)."),
+    "max_tokens": NumberSpec("Max tokens", 1, 1024, 48, 1, False,
+                             "The answer stops here with finish_reason \"length\"."),
+    "seed": NumberSpec("Seed", 0, 2**31 - 1, 42, 1, False, "Same seed + same settings = same answer."),
+}
+INTEGERS = frozenset({"top_k", "max_tokens", "seed"})
+
+
+@dataclass(frozen=True)
+class JourneySettings:
+    """One request's inputs as the pages share them. Hashable, so it can key a cache."""
+
+    prompt: str = DEFAULT_PROMPT
+    system_prompt: str = ""
+    history: tuple[tuple[str, str], ...] = ()  # earlier (role, content) turns, oldest first
+    temperature: float = 0.7
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    max_tokens: int = 48
+    seed: int = 42
+    include_usage: bool = True
+
+    def messages(self) -> list[dict]:
+        """The OpenAI messages list: system prompt (when set), earlier turns, then the prompt."""
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt.strip() else []
+        turns = [{"role": role, "content": content} for role, content in self.history]
+        return [*system, *turns, {"role": "user", "content": self.prompt}]
+
+    def sampling(self):
+        """The sampling parameters as ``lifecycle.sampling.SamplingSettings``."""
+        from lifecycle.sampling import SamplingSettings
+
+        return SamplingSettings(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            repetition_penalty=self.repetition_penalty,
+            seed=self.seed,
+        )
+
+    def journey_input(self):
+        """These settings as the input of ``lifecycle.journey.run_journey``."""
+        from lifecycle.journey import JourneyInput
+
+        return JourneyInput(
+            prompt=self.prompt,
+            system=self.system_prompt if self.system_prompt.strip() else None,
+            history=self.history,
+            sampling=self.sampling(),
+            max_tokens=self.max_tokens,
+            include_usage=self.include_usage,
+        )
+
+
+_TURN_START = re.compile(r"^\s*(user|assistant)\s*:\s?(.*)$", re.IGNORECASE)
+
+
+def parse_history(text: str) -> tuple[tuple[str, str], ...]:
+    """Earlier turns written as lines starting ``user:`` or ``assistant:``; other lines continue a turn."""
+    turns: list[tuple[str, list[str]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _TURN_START.match(line)
+        if match:
+            turns.append((match.group(1).lower(), [match.group(2)]))
+        elif turns:
+            turns[-1][1].append(line)
+        elif line.strip():
+            raise LifecycleError(
+                f"Conversation history line {number} must start with 'user:' or 'assistant:'.",
+                param="history",
+            )
+    return tuple((role, "\n".join(lines).strip()) for role, lines in turns)
+
+
+def url_problems(params: Mapping[str, str]) -> list[str]:
+    """Messages for URL values the sidebar cannot use (Streamlit silently falls back to the default)."""
+    problems = []
+    for key, spec in NUMBERS.items():
+        raw = params.get(key)
+        if raw is None:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        whole = key not in INTEGERS or value.is_integer()
+        if not (math.isfinite(value) and spec.low <= value <= spec.high and whole):
+            kind = "an integer" if key in INTEGERS else "a number"
+            problems.append(
+                f"The link set {key}={raw[:40]!r}, but {key} must be {kind} from {spec.low:g} to "
+                f"{spec.high:g}; using {spec.default:g}."
+            )
+    if len(params.get("prompt", "")) > MAX_PROMPT_CHARS:
+        problems.append(f"The link's prompt is longer than {MAX_PROMPT_CHARS:,} characters; it was cut there.")
+    return problems
+
+
+def render_settings_sidebar() -> None:
+    """The shared settings widgets, each bound to the URL query parameter named like its key."""
+    sidebar = st.sidebar
+    sidebar.text_area(
+        "Prompt",
+        DEFAULT_PROMPT,
+        key="prompt",
+        bind="query-params",
+        max_chars=MAX_PROMPT_CHARS,
+        height=110,
+        help="The user message this whole app follows. Press Ctrl+Enter or click outside to apply.",
+    )
+    with sidebar.expander("Conversation"):
+        st.text_area(
+            "System prompt",
+            "",
+            key="system_prompt",
+            bind="query-params",
+            help="Empty: SmolLM2's chat template inserts its own default system prompt.",
+        )
+        st.text_area(
+            "Earlier turns",
+            "",
+            key="history",
+            bind="query-params",
+            placeholder="user: Hi!\nassistant: Hello! How can I help?",
+            help="One turn per 'user:' or 'assistant:' line; the API resends all of them every call.",
+        )
+    with sidebar.expander("Sampling and output", expanded=True):
+        for key, spec in NUMBERS.items():
+            _number_widget(key, spec)
+        st.checkbox(
+            "Stream usage chunk",
+            True,
+            key="include_usage",
+            bind="query-params",
+            help='stream_options: {"include_usage": true} adds a last chunk with token counts.',
+        )
+
+
+def _number_widget(key: str, spec: NumberSpec) -> None:
+    cast = int if key in INTEGERS else float
+    arguments = dict(key=key, bind="query-params", help=spec.help)
+    low, high, default, step = (cast(v) for v in (spec.low, spec.high, spec.default, spec.step))
+    if spec.slider:
+        st.slider(spec.label, low, high, default, step, **arguments)
+    else:
+        st.number_input(spec.label, low, high, default, step, **arguments)
+
+
+def current_settings() -> JourneySettings:
+    """The settings of this session, from the sidebar widgets (defaults for any not rendered).
+
+    Raises LifecycleError when the conversation history cannot be read.
+    """
+    state = st.session_state
+    values = {f.name: state[f.name] for f in fields(JourneySettings) if f.name in state and f.name != "history"}
+    history = parse_history(state.get("history", "") or "")
+    return JourneySettings(**values, history=history)
+
