@@ -150,6 +150,14 @@ def convert_gguf_to_cache(target: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _quiet_transformers() -> None:
+    """No progress bars or info chatter on stderr: the app and CLI report loading themselves."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
 def _load_from(source: str) -> tuple[object, object]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -166,6 +174,7 @@ def _load_from(source: str) -> tuple[object, object]:
 def load_model() -> LoadedModel:
     """Load the configured model; for the default, build or reuse the fp32 cache first."""
     started = time.perf_counter()
+    _quiet_transformers()
     name = model_name()
     from_cache = True
     if name == DEFAULT_MODEL:

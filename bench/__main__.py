@@ -1,0 +1,107 @@
+"""Benchmarks of the lifecycle on this machine, printed with their targets.
+
+Targets (issue #2): start from the converted cache <= 3 s to the first forward pass; a sampling
+transform <= 5 ms on the 49,152-token vocabulary; the step loop >= 0.8x ``model.generate``
+tokens/s. Cold starts run in fresh subprocesses; everything else in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+COLD_START = """
+import time, sys
+started = time.perf_counter()
+import torch
+from lifecycle.model import load_model
+loaded = load_model()
+with torch.inference_mode():
+    loaded.model(torch.tensor([[1, 2, 3]]))
+print(time.perf_counter() - started, loaded.load_seconds, loaded.from_cache)
+"""
+
+
+def cold_start(cache_dir: str) -> tuple[float, float, bool]:
+    env = {**os.environ, "LIFECYCLE_CACHE_DIR": cache_dir, "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", COLD_START], env=env, capture_output=True, text=True, check=True)
+    total, load, from_cache = out.stdout.split()
+    return float(total), float(load), from_cache == "True"
+
+
+def median_seconds(work, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - started)
+    return sorted(times)[len(times) // 2]
+
+
+def row(name: str, value: str, target: str = "", verdict: str = "") -> None:
+    print(f"{name:<44} {value:>16}  {target:<18} {verdict}")
+
+
+def check(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def main() -> None:
+    import numpy as np
+    import torch
+
+    from lifecycle.context import Conversation, render_prompt
+    from lifecycle.forward import run_forward
+    from lifecycle.generate import generate
+    from lifecycle.model import shared_model
+    from lifecycle.sampling import SamplingSettings, apply_sampling
+
+    print(f"torch threads: {torch.get_num_threads()}, cores: {os.cpu_count()}")
+    row("benchmark", "measured", "target", "")
+    with tempfile.TemporaryDirectory() as empty:
+        total, load, _ = cold_start(empty)
+        row("cold start, GGUF conversion (s)", f"{total:.2f}", "(reference ~27)")
+        total_cached, load_cached, from_cache = cold_start(empty)
+        row("cold start, converted cache (s, w/ imports)", f"{total_cached:.2f}")
+        row("  load from cache -> model ready (s)", f"{load_cached:.2f}", "<= 3 s", check(load_cached <= 3 and from_cache))
+        row("  conversion / cache ratio", f"{load / load_cached:.1f}x")
+
+    loaded = shared_model()
+    vocab = loaded.vocab_size
+    for length in (32, 128, 512):
+        ids = [int(i) for i in np.random.default_rng(0).integers(100, vocab, length)]
+        seconds = median_seconds(lambda: run_forward(loaded, ids, layers=None if length <= 128 else [0, 15, 29],
+                                                     max_attention_tokens=length), 3)
+        row(f"forward + attentions, {length} tokens (ms)", f"{seconds * 1000:.0f}")
+
+    logits = np.random.default_rng(1).normal(0, 3, vocab).astype(np.float32)
+    chain = SamplingSettings(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.1)
+    previous = list(range(0, 400, 7))
+    sample_ms = median_seconds(lambda: apply_sampling(logits, chain, previous), 50) * 1000
+    row("sampling transform, full chain (ms)", f"{sample_ms:.2f}", "<= 5 ms", check(sample_ms <= 5))
+
+    prompt = render_prompt(Conversation("Write a short poem about the sea.")).ids
+    new_tokens = 48
+    greedy = SamplingSettings(temperature=0.0)
+    loop_s = median_seconds(lambda: generate(loaded, prompt, greedy, new_tokens), 3)
+    with loaded.lock, torch.inference_mode():
+        ids = torch.tensor([prompt])
+        hf_s = median_seconds(lambda: loaded.model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens, pad_token_id=loaded.eos_token_id), 3)
+    steps = len(generate(loaded, prompt, greedy, new_tokens).steps)
+    loop_tps, hf_tps = steps / loop_s, new_tokens / hf_s
+    row("step loop (tokens/s, incl. prefill)", f"{loop_tps:.1f}")
+    row("model.generate (tokens/s, incl. prefill)", f"{hf_tps:.1f}")
+    row("  step loop / model.generate", f"{loop_tps / hf_tps:.2f}x", ">= 0.8x", check(loop_tps / hf_tps >= 0.8))
+
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row("peak RSS of this process (MiB)", f"{peak_mib:.0f}", "(app budget 2,700)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Command line: trace one prompt through every stage, or tokenize text with any tokenizer.
+
+    python -m lifecycle trace "Why is the sky blue?" --temperature 0 --max-tokens 24
+    python -m lifecycle tokenize --encoding o200k_base "naïve café 🙂"
+
+Bad input exits with status 2 and one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from lifecycle.errors import LifecycleError
+from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING
+
+TOP_CANDIDATES = 10
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes end like every other bad input: one line on stderr, exit status 2."""
+
+    def error(self, message: str) -> None:
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="python -m lifecycle", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    trace = commands.add_parser("trace", help="run one prompt through every stage on the real model")
+    trace.add_argument("prompt")
+    trace.add_argument("--system", default=None, help="system prompt (default: the chat template's own)")
+    trace.add_argument("--raw", action="store_true", help="plain completion of the prompt, no chat template")
+    trace.add_argument("--temperature", type=float, default=0.7)
+    trace.add_argument("--top-p", type=float, default=1.0)
+    trace.add_argument("--top-k", type=int, default=0)
+    trace.add_argument("--min-p", type=float, default=0.0)
+    trace.add_argument("--repetition-penalty", type=float, default=1.0)
+    trace.add_argument("--max-tokens", type=int, default=48)
+    trace.add_argument("--seed", type=int, default=None)
+    trace.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    tok = commands.add_parser("tokenize", help="split text into tokens: ids, text and bytes")
+    tok.add_argument("text")
+    tok.add_argument("--encoding", default=MODEL_ENCODING, help=f"one of {', '.join(ENCODINGS)}")
+    tok.add_argument("--json", action="store_true")
+    return parser
+
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        output = _trace(args) if args.command == "trace" else _tokenize(args)
+    except LifecycleError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return 2
+    print(output)
+    return 0
+
+
+def _tokenize(args: argparse.Namespace) -> str:
+    from lifecycle.tokenize import tokenize
+
+    result = tokenize(args.text, args.encoding)
+    rows = [{"id": t.id, "text": t.text, "bytes": t.bytes.hex(" "), "special": t.special} for t in result.tokens]
+    if args.json:
+        return json.dumps({"encoding": result.encoding, "count": result.count, "tokens": rows}, ensure_ascii=False)
+    lines = [f"{result.count} tokens ({args.encoding}), {result.chars_per_token:.2f} characters per token"]
+    lines += [f"{row['id']:>7}  {row['text']!r:<24} {row['bytes']}" for row in rows]
+    return "\n".join(lines)
+
+
+def _trace(args: argparse.Namespace) -> str:
+    from lifecycle.journey import JourneyInput, run_journey
+    from lifecycle.sampling import SamplingSettings
+
+    sampling = SamplingSettings(
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        min_p=args.min_p,
+        repetition_penalty=args.repetition_penalty,
+        seed=args.seed,
+    )
+    journey = run_journey(
+        JourneyInput(args.prompt, system=args.system, raw=args.raw, sampling=sampling, max_tokens=args.max_tokens)
+    )
+    report = journey_report(journey)
+    return json.dumps(report, ensure_ascii=False, indent=1) if args.json else _summary(journey)
+
+
+def journey_report(journey) -> dict:
+    """The journey as one JSON-ready object (what ``trace --json`` prints)."""
+    gen = journey.generation
+    return {
+        "request": journey.request.to_payload(),
+        "tokens": [
+            {"id": t.id, "text": t.text, "bytes": t.bytes.hex(), "start": t.start, "end": t.end}
+            for t in journey.prompt_tokens.tokens
+        ],
+        "context": {
+            "prompt": journey.rendered.text,
+            "prompt_tokens": journey.budget.prompt_tokens,
+            "window": journey.budget.window,
+            "output_reserve": journey.budget.output_reserve,
+            "free": journey.budget.free,
+            "segments": [{"name": s.name, "tokens": s.tokens} for s in journey.budget.segments],
+        },
+        "next_token": {
+            "entropy_bits": journey.next_token.entropy_bits,
+            "top": [
+                {"id": c.id, "text": c.text, "probability": c.probability, "logprob": c.logprob}
+                for c in journey.next_token.top(TOP_CANDIDATES)
+            ],
+        },
+        "steps": [
+            {
+                "index": s.index,
+                "id": s.token_id,
+                "text": s.text,
+                "probability": s.probability,
+                "seconds": s.seconds,
+                "alternatives": [{"id": a.id, "text": a.text, "probability": a.probability} for a in s.alternatives],
+            }
+            for s in gen.steps
+        ],
+        "stream": [{"at": e.at, "data": e.data} for e in journey.stream],
+        "response": journey.response,
+        "timings": {
+            "stages": [{"stage": t.stage, "seconds": t.seconds} for t in journey.timings],
+            "prefill_seconds": gen.prefill_seconds,
+            "decode_seconds": gen.decode_seconds,
+            "ttft_seconds": journey.stream_metrics.ttft,
+            "tokens_per_second": journey.stream_metrics.tokens_per_second,
+        },
+    }
+
+
+def _summary(journey) -> str:
+    gen, budget, metrics = journey.generation, journey.budget, journey.stream_metrics
+    top = ", ".join(f"{c.text!r} {c.probability:.1%}" for c in journey.next_token.top(5))
+    usage = journey.response["usage"]
+    return "\n".join(
+        [
+            f"model        {journey.model_name}",
+            f"tokenization {journey.prompt_tokens.count} tokens in the prompt text",
+            f"context      {budget.prompt_tokens} prompt tokens of a {budget.window:,}-token window "
+            f"(+{budget.output_reserve} reserved for the answer)",
+            f"next token   {top}  (entropy {journey.next_token.entropy_bits:.2f} bits)",
+            f"generation   {gen.completion_tokens} tokens, finish_reason={gen.finish_reason}",
+            f"timing       prefill {gen.prefill_seconds * 1000:.0f} ms, TTFT {metrics.ttft * 1000:.0f} ms, "
+            f"{metrics.tokens_per_second:.1f} tokens/s",
+            f"usage        prompt {usage['prompt_tokens']} + completion {usage['completion_tokens']} "
+            f"= {usage['total_tokens']}",
+            f"id           {journey.response['id']}",
+            "",
+            journey.generation.text,
+        ]
+    )
