@@ -1,0 +1,97 @@
+"""Context window page under AppTest: the budget bars, the rendered template, the tools and
+documents editors and the truncation demo, checked against lifecycle computed here."""
+
+import json
+
+import pytest
+
+from lifecycle.context import CONTEXT_WINDOWS, Conversation, context_budget, render_prompt, truncate_oldest_turns
+from tests.pages.harness import run_page, texts
+
+PROMPT = "Why is the sky blue?"
+MAX_TOKENS = 8
+
+
+@pytest.fixture(scope="module")
+def page(loaded):
+    app = run_page("context-window", prompt=PROMPT, max_tokens=MAX_TOKENS)
+    assert not app.exception
+    return app
+
+
+def charts(app) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+
+
+def traces(chart: dict) -> dict[str, list]:
+    return {trace["name"]: trace["x"] for trace in chart["data"]}
+
+
+def test_budget_of_this_run_matches_lifecycle(page):
+    prompt = render_prompt(Conversation(PROMPT))
+    budget = context_budget(prompt, CONTEXT_WINDOWS["model"], MAX_TOKENS)
+    assert f"receives **{budget.prompt_tokens:,}**" in page.markdown[1].value
+    assert f"**{budget.free:,} tokens stay free**" in page.markdown[1].value
+    bars = traces(charts(page)[0])
+    assert bars["template overhead"][0] == next(s.tokens for s in prompt.segments if s.name == "template")
+    assert bars["new message"][0] == next(s.tokens for s in prompt.segments if s.name == "new message")
+    assert bars["output reserve"][0] == MAX_TOKENS and bars["free"][0] == budget.free
+    assert charts(page)[0]["layout"]["shapes"][0]["x0"] == CONTEXT_WINDOWS["model"]
+
+
+def test_rendered_template_shows_the_special_tokens_as_text(page):
+    code = page.code[0].value
+    assert code.rstrip("\n") == render_prompt(Conversation(PROMPT)).text.rstrip("\n")
+    assert code.count("<|im_start|>") == 3 and code.count("<|im_end|>") == 2
+
+
+def test_tools_and_documents_add_their_tokens(page):
+    tool = {"name": "lookup", "description": "Look a word up in the dictionary."}
+    page.text_area(key="context_tools").set_value(json.dumps([tool]))
+    page.text_area(key="context_documents").set_value("First document.\n---\nSecond document.")
+    page.radio(key="context_window").set_value("32k").run()
+    assert not page.exception
+    expected = render_prompt(Conversation(PROMPT, tools=[tool], documents=["First document.", "Second document."]))
+    budget = context_budget(expected, CONTEXT_WINDOWS["32k"], MAX_TOKENS)
+    bars = traces(charts(page)[0])
+    tokens = {s.name: s.tokens for s in expected.segments}
+    assert bars["tool descriptions"] == [0, tokens["tool descriptions"]]
+    assert bars["retrieved documents"] == [0, tokens["retrieved documents"]]
+    assert bars["free"][1] == budget.free
+    table = page.table[0].value
+    assert list(table.loc["tool descriptions"]) == [0, tokens["tool descriptions"]]
+    assert list(table.loc["template overhead"]) == [tokens["template"]] * 2
+    assert charts(page)[0]["layout"]["shapes"][0]["x0"] == CONTEXT_WINDOWS["32k"]
+
+
+def test_bad_tool_json_is_a_message(page):
+    page.text_area(key="context_tools").set_value("[{not json").run()
+    assert not page.exception
+    assert "not valid JSON" in page.warning[0].value
+
+
+def test_overflow_demo_shows_what_truncation_dropped(loaded):
+    history = "user: " + "Tell me a long story about dragons. " * 12 + "\nassistant: Once upon a time.\nuser: More!\nassistant: The end."
+    app = run_page("context-window", prompt=PROMPT, max_tokens=MAX_TOKENS, history=history)
+    app.checkbox(key="overflow_example").set_value(False)
+    app.number_input(key="overflow_window").set_value(128).run()
+    assert not app.exception
+    turns = [{"role": role, "content": content} for role, content in (
+        ("user", ("Tell me a long story about dragons. " * 12).strip()), ("assistant", "Once upon a time."),
+        ("user", "More!"), ("assistant", "The end."))]
+    cut = truncate_oldest_turns(Conversation(PROMPT, history=turns), 128, MAX_TOKENS)
+    assert len(cut.dropped) == 2
+    dropped = app.table[-2].value
+    assert list(dropped["content"]) == [m["content"] for m in cut.dropped]
+    assert list(app.table[-1].value["content"]) == ["More!", "The end."]
+    bars = traces(charts(app)[-1])
+    assert bars["free"] == [0, cut.budget.free]
+    assert f"removes **2 of 4 history messages**" in " ".join(m.value for m in app.markdown)
+
+
+def test_window_too_small_even_after_truncation_is_a_message(loaded):
+    app = run_page("context-window", prompt=PROMPT, max_tokens=MAX_TOKENS)
+    app.number_input(key="overflow_window").set_value(32).run()
+    assert not app.exception
+    assert any("even with all history dropped" in w.value for w in app.warning)
+    assert PROMPT in texts(app)

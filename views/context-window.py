@@ -1,0 +1,204 @@
+"""Context window page: the chat template around the messages and the token budget of the context window."""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from charts.context import BUDGET_PARTS, PART_LABELS, budget_chart
+from lifecycle.context import (
+    CONTEXT_WINDOWS,
+    ContextBudget,
+    Conversation,
+    RenderedPrompt,
+    context_budget,
+    render_prompt,
+    truncate_oldest_turns,
+)
+from lifecycle.errors import LifecycleError
+from ui.frame import lesson, loaded_model, stage_page
+
+MAX_TEMPLATE_CHARS = 6_000
+WINDOW_LABELS = {
+    "model": "SmolLM2's own (8,192)",
+    "8k": "8k preset (8,192)",
+    "32k": "32k preset (32,768)",
+    "128k": "128k preset (128,000)",
+}
+EXAMPLE_TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+    {
+        "name": "search_docs",
+        "description": "Search the company handbook and return the best matching passages.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}}},
+    },
+]
+EXAMPLE_DOCUMENTS = (
+    "Rayleigh scattering: air molecules scatter short (blue) wavelengths of sunlight much more strongly "
+    "than long (red) ones, so light reaching us from all over the sky is mostly blue.\n---\n"
+    "At sunrise and sunset sunlight crosses far more air, most blue light is scattered away before it "
+    "reaches us, and the sky near the sun looks orange and red."
+)
+EXAMPLE_HISTORY = [
+    {"role": "user", "content": "Hi! Can you help me plan a weekend trip to Lisbon in early May?"},
+    {"role": "assistant", "content": "Of course. Day one: the Alfama quarter, São Jorge castle and a fado evening. "
+                                     "Day two: Belém with its tower and monastery, then a walk along the river."},
+    {"role": "user", "content": "What should I eat there, and what does a dinner cost?"},
+    {"role": "assistant", "content": "Try pastéis de nata, grilled sardines, bacalhau and a bifana sandwich. "
+                                     "A simple dinner with wine is about 20 to 30 euros a person."},
+    {"role": "user", "content": "And how do I get from the airport to the centre?"},
+    {"role": "assistant", "content": "The red metro line reaches the centre in about 25 minutes for under "
+                                     "two euros; a taxi takes 15 to 20 minutes and costs around 15 euros."},
+    {"role": "user", "content": "Is one weekend enough, or should I add a day trip?"},
+    {"role": "assistant", "content": "Add Sintra if you can: its palaces and gardens are 40 minutes away by train."},
+]
+
+
+def conversation(settings, tools=(), documents=(), history=None) -> Conversation:
+    """The conversation the sidebar settings send (the same messages as settings.messages())."""
+    turns = [{"role": role, "content": content} for role, content in settings.history]
+    return Conversation(
+        new_message=settings.prompt,
+        system=settings.system_prompt if settings.system_prompt.strip() else None,
+        history=turns if history is None else history,
+        tools=list(tools),
+        documents=list(documents),
+    )
+
+
+def parse_tools(text: str) -> list[dict]:
+    try:
+        tools = json.loads(text) if text.strip() else []
+    except json.JSONDecodeError as error:
+        raise LifecycleError(f"The tool descriptions are not valid JSON: {error.msg} (line {error.lineno}).",
+                             param="tools") from None
+    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
+        raise LifecycleError("The tool descriptions must be a JSON list of objects.", param="tools")
+    return tools
+
+
+def segment_table(rows: list[tuple[str, RenderedPrompt]]) -> pd.DataFrame:
+    present = {s.name for _, prompt in rows for s in prompt.segments}
+    names = [part for part in BUDGET_PARTS if part in present]
+    table = pd.DataFrame({"part": [PART_LABELS.get(name, name) for name in names]})
+    for label, prompt in rows:
+        tokens = {s.name: s.tokens for s in prompt.segments}
+        table[f"{label} (tokens)"] = [tokens.get(name, 0) for name in names]
+    return table
+
+
+def show_template(prompt: RenderedPrompt) -> None:
+    text = prompt.text
+    if len(text) > MAX_TEMPLATE_CHARS:
+        text = f"{text[:MAX_TEMPLATE_CHARS]}\n… ({len(prompt.text) - MAX_TEMPLATE_CHARS:,} more characters not shown)"
+    st.code(text, language=None, wrap_lines=True)
+
+
+def overflow_demo(settings) -> None:
+    st.subheader("Overflow: what truncation drops", anchor=False)
+    left, right = st.columns(2)
+    with left:
+        window = st.number_input("Small window for the demo (tokens)", 16, CONTEXT_WINDOWS["model"], 256, 16,
+                                 key="overflow_window")
+    with right:
+        example = st.checkbox("Use an example 8-message history", value=not settings.history, key="overflow_example",
+                              help="Your own earlier turns (sidebar) are used when this is off.")
+    history = EXAMPLE_HISTORY if example else None
+    full = conversation(settings, history=history)
+    before = context_budget(render_prompt(full), window, settings.max_tokens)
+    st.caption(
+        f"{len(full.history)} history messages; the prompt needs {before.prompt_tokens:,} tokens plus "
+        f"{settings.max_tokens:,} reserved for the answer (max_tokens) in a {window:,}-token window."
+    )
+    if before.fits:
+        st.info(f"It fits with {before.free:,} tokens to spare: lower the window or add history to see truncation.")
+        return
+    try:
+        cut = truncate_oldest_turns(full, window, settings.max_tokens)
+    except LifecycleError as error:
+        st.warning(f"{error.message} An API would answer 400 context_length_exceeded here.")
+        st.plotly_chart(budget_chart([("before", before)]), width="stretch")
+        return
+    lesson(
+        f"The conversation overflows the {window:,}-token window by **{before.overflow:,} tokens**. "
+        f"Dropping the oldest turns first (`{cut.strategy}`) removes **{len(cut.dropped)} of "
+        f"{len(full.history)} history messages**; the prompt shrinks to {cut.budget.prompt_tokens:,} tokens "
+        f"and {cut.budget.free:,} stay free. The system prompt and the new message are always kept, and the "
+        "model simply never sees what was dropped."
+    )
+    st.plotly_chart(budget_chart([("before", before), ("after truncation", cut.budget)]), width="stretch")
+    st.markdown("**Dropped messages** (oldest first)")
+    st.table(pd.DataFrame(cut.dropped, columns=["role", "content"]))
+    st.markdown("**Kept history**")
+    st.table(pd.DataFrame(cut.conversation.history, columns=["role", "content"]))
+
+
+def budget_lesson(model_name: str, prompt: RenderedPrompt, budget: ContextBudget, message_tokens: int) -> str:
+    tokens = {s.name: s.tokens for s in prompt.segments}
+    around = "".join(f", {count:,} for the {name}" for name, count in tokens.items()
+                     if name not in ("template", "new message"))
+    fit = (f"**{budget.free:,} tokens stay free** ({100 * budget.free / budget.window:.1f}% of it)"
+           if budget.fits else f"it **overflows by {budget.overflow:,} tokens**")
+    return (
+        f"Your message is {message_tokens:,} tokens, but {model_name} receives **{budget.prompt_tokens:,}**: "
+        f"the chat template adds {tokens['template']:,} tokens of overhead (special markers, role names, "
+        f"newlines){around}. With max_tokens = {budget.output_reserve:,} reserved for the answer, of the "
+        f"{budget.window:,}-token window {fit}. Every call resends all of it: the API keeps no state."
+    )
+
+
+with stage_page("context-window") as settings:
+    model = loaded_model()
+    run_prompt = render_prompt(conversation(settings))
+    run_budget = context_budget(run_prompt, model.context_window, settings.max_tokens)
+    message_tokens = next(s.tokens for s in run_prompt.segments if s.name == "new message")
+    lesson(budget_lesson(model.name, run_prompt, run_budget, message_tokens))
+
+    st.subheader("The budget", anchor=False)
+    choice = st.radio("Window", list(WINDOW_LABELS), format_func=WINDOW_LABELS.get, horizontal=True,
+                      key="context_window")
+    window = CONTEXT_WINDOWS[choice]
+    st.caption(
+        f"{model.name} was trained for {model.context_window:,} positions and cannot attend beyond them; "
+        "the 32k and 128k presets only show how the same request would fill a larger hosted model's window."
+    )
+    with st.expander("Add tool descriptions and retrieved documents to see their cost", expanded=True):
+        left, right = st.columns(2)
+        with left:
+            tools_text = st.text_area("Tool descriptions (JSON list)", json.dumps(EXAMPLE_TOOLS, indent=1),
+                                      height=220, key="context_tools")
+        with right:
+            documents_text = st.text_area("Retrieved documents (separate with a line of ---)", EXAMPLE_DOCUMENTS,
+                                          height=220, key="context_documents")
+    rows = [("this run", run_prompt)]
+    try:
+        tools = parse_tools(tools_text)
+    except LifecycleError as error:
+        st.warning(error.message)
+        tools = []
+    documents = [doc.strip() for doc in documents_text.split("\n---\n") if doc.strip()]
+    if tools or documents:
+        label = f"with {len(tools)} tools, {len(documents)} documents"
+        rows.append((label, render_prompt(conversation(settings, tools, documents))))
+    budgets = [(label, context_budget(prompt, window, settings.max_tokens)) for label, prompt in rows]
+    st.plotly_chart(budget_chart(budgets), width="stretch")
+    if len(rows) > 1:
+        extra = budgets[1][1].prompt_tokens - budgets[0][1].prompt_tokens
+        st.markdown(f"The tools and documents cost **{extra:,} more tokens** on every call that carries them.")
+    st.table(segment_table(rows).set_index("part"))
+
+    st.subheader("The rendered chat template", anchor=False)
+    st.caption(
+        f"What the model reads for this run, as text: {len(run_prompt.special_positions)} special tokens "
+        "(<|im_start|> and <|im_end|>) frame each message with its role."
+    )
+    show_template(run_prompt)
+    if len(rows) > 1:
+        with st.expander("The template with the tools and documents"):
+            show_template(rows[1][1])
+
+    overflow_demo(settings)

@@ -1,0 +1,155 @@
+"""Tokenization page: the prompt as tokens under the model's tokenizer, o200k_base and cl100k_base."""
+
+import pandas as pd
+import streamlit as st
+
+from charts.tokenization import ENCODING_LABELS, language_token_chart, token_chips_html, tokenizer_count_chart
+from lifecycle.context import render_messages
+from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, Tokenization, tokenize, tokenize_ids
+from ui.frame import lesson, loaded_model, stage_page
+
+MAX_CHIPS = 120  # per tokenizer, side by side; thousands of chips slow the browser and bury the page
+MAX_TEMPLATE_CHIPS = 300
+MAX_TABLE_ROWS = 2_000
+# One sentence, translated; the token counts are computed on the page.
+TRANSLATIONS = {
+    "English": "The weather is nice today, so we are going to the park.",
+    "German": "Das Wetter ist heute schön, also gehen wir in den Park.",
+    "Spanish": "Hoy hace buen tiempo, así que vamos al parque.",
+    "Chinese": "今天天气很好，所以我们要去公园。",
+    "Japanese": "今日は天気がいいので、公園に行きます。",
+    "Hindi": "आज मौसम अच्छा है, इसलिए हम पार्क जा रहे हैं।",
+    "Arabic": "الطقس جميل اليوم، لذلك سنذهب إلى الحديقة.",
+    "Russian": "Сегодня хорошая погода, поэтому мы идём в парк.",
+    "Korean": "오늘 날씨가 좋아서 우리는 공원에 갑니다.",
+}
+# Example input prices in US$ per million tokens: GPT-4o and GPT-4 (8k) list prices; SmolLM2 runs
+# locally here, so its price stands for a hypothetical hosted small model. All editable.
+DEFAULT_PRICES = {MODEL_ENCODING: 0.10, "o200k_base": 2.50, "cl100k_base": 30.00}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def tokenized(text: str, encoding: str) -> Tokenization:
+    return tokenize(text, encoding)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def rendered_tokens(ids: tuple[int, ...]) -> Tokenization:
+    return tokenize_ids(ids)
+
+
+def show_chips(result: Tokenization, limit: int = MAX_CHIPS) -> None:
+    st.html(token_chips_html(result.tokens, limit))
+    if result.count > limit:
+        st.caption(f"Showing the first {limit:,} of {result.count:,} tokens; {result.count - limit:,} not drawn.")
+
+
+def ratio_range(counts: list[int]) -> str:
+    ratios = [count / counts[0] for count in counts[1:]]
+    return f"{min(ratios):.1f}× to {max(ratios):.1f}×"
+
+
+with stage_page("tokenization") as settings:
+    model = loaded_model()
+    results = {encoding: tokenized(settings.prompt, encoding) for encoding in ENCODINGS}
+    mine = results[MODEL_ENCODING]
+    rendered = render_messages(settings.messages())
+    rendered_result = rendered_tokens(tuple(rendered.ids))
+    special = [token for token in rendered_result.tokens if token.special]
+    partial = sum(token.partial for token in mine.tokens)
+    lesson(
+        f"Your prompt's {len(settings.prompt):,} characters became **{mine.count:,} tokens** for "
+        f"{model.name}'s tokenizer ({mine.chars_per_token:.1f} characters per token, from a vocabulary of "
+        f"{model.vocab_size:,}); OpenAI's o200k_base needs **{results['o200k_base'].count:,}** and cl100k_base "
+        f"**{results['cl100k_base'].count:,}**. The model never sees letters, only these ids. The chat template "
+        f"then wraps your message into **{len(rendered.ids):,} tokens**, {len(special)} of them special markers "
+        "(`<|im_start|>`, `<|im_end|>`) that only the template can place: typed by a user, the same characters "
+        "are ordinary text."
+        + (f" {partial} of your tokens hold only part of a character's UTF-8 bytes." if partial else "")
+    )
+
+    st.subheader("Three tokenizers, side by side", anchor=False)
+    st.caption(
+        "Hover a chip for its position, id and bytes. · is a space, ↵ a newline, → a tab; "
+        "a dashed chip holds part of a character (its bytes in hex)."
+    )
+    for column, (encoding, result) in zip(st.columns(len(ENCODINGS)), results.items()):
+        with column:
+            difference = result.count - mine.count
+            st.metric(ENCODING_LABELS[encoding], f"{result.count:,} tokens",
+                      f"{difference:+,} vs the model" if difference else None, delta_color="inverse")
+            st.caption(f"{result.chars_per_token:.2f} characters per token")
+            show_chips(result)
+    st.plotly_chart(tokenizer_count_chart({e: r.count for e, r in results.items()}), width="stretch")
+
+    with st.expander(f"All {mine.count:,} tokens of {model.name}'s tokenizer as a table"):
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "position": range(min(mine.count, MAX_TABLE_ROWS)),
+                    "id": [t.id for t in mine.tokens[:MAX_TABLE_ROWS]],
+                    "text": [t.text for t in mine.tokens[:MAX_TABLE_ROWS]],
+                    "bytes (hex)": [t.bytes.hex(" ").upper() for t in mine.tokens[:MAX_TABLE_ROWS]],
+                    "characters": [f"{t.start}–{t.end}" for t in mine.tokens[:MAX_TABLE_ROWS]],
+                }
+            ),
+            hide_index=True,
+        )
+        if mine.count > MAX_TABLE_ROWS:
+            st.caption(f"First {MAX_TABLE_ROWS:,} of {mine.count:,} tokens.")
+
+    st.subheader("What the model actually reads: the chat template's tokens", anchor=False)
+    st.caption(
+        f"{len(rendered.ids):,} tokens; the dark chips are special tokens: "
+        + ", ".join(f"{text} (id {tid}) ×{sum(t.id == tid for t in special)}"
+                    for tid, text in sorted({(t.id, t.text) for t in special}))
+    )
+    show_chips(rendered_result, MAX_TEMPLATE_CHIPS)
+
+    st.subheader("The same sentence in nine languages", anchor=False)
+    languages = list(TRANSLATIONS)
+    counts = {e: [tokenized(text, e).count for text in TRANSLATIONS.values()] for e in ENCODINGS}
+    spans = {e: ratio_range(counts[e]) for e in ENCODINGS}
+    lesson(
+        f"Relative to English, the other eight languages need {spans[MODEL_ENCODING]} the tokens with "
+        f"{model.name}'s tokenizer, {spans['cl100k_base']} with cl100k_base, but {spans['o200k_base']} with "
+        "o200k_base, whose larger vocabulary was built for many languages. So non-English text costs more "
+        "with some tokenizers, not with all: tokens per word depend on what the tokenizer was trained on."
+    )
+    st.plotly_chart(language_token_chart(languages, counts), width="stretch")
+    table = pd.DataFrame({"language": languages, "sentence": list(TRANSLATIONS.values())})
+    for encoding in ENCODINGS:
+        table[f"{encoding} tokens"] = counts[encoding]
+        table[f"{encoding} × English"] = [round(c / counts[encoding][0], 2) for c in counts[encoding]]
+    st.dataframe(table, hide_index=True)
+
+    st.subheader("What your prompt costs", anchor=False)
+    st.caption(
+        "Prices are examples in US$ per million input tokens (GPT-4o and GPT-4 list prices; SmolLM2 runs "
+        "locally here, so its price is a made-up hosted one). Edit them to your provider's."
+    )
+    prices = {}
+    for column, encoding in zip(st.columns(len(ENCODINGS)), ENCODINGS):
+        with column:
+            prices[encoding] = st.number_input(
+                f"{ENCODING_LABELS[encoding]}: $ per 1M tokens", min_value=0.0, max_value=1000.0,
+                value=DEFAULT_PRICES[encoding], step=0.05, format="%.2f", key=f"price_{encoding}",
+            )
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "tokenizer": [ENCODING_LABELS[e] for e in ENCODINGS],
+                "prompt tokens": [results[e].count for e in ENCODINGS],
+                "$ per 1M tokens": [prices[e] for e in ENCODINGS],
+                "$ for this prompt": [results[e].count * prices[e] / 1e6 for e in ENCODINGS],
+                "$ for a million such prompts": [results[e].count * prices[e] for e in ENCODINGS],
+            }
+        ),
+        hide_index=True,
+        column_config={
+            "$ for this prompt": st.column_config.NumberColumn(format="$%.6f"),
+            "$ for a million such prompts": st.column_config.NumberColumn(format="$%.2f"),
+        },
+    )
+    st.caption("Only the message's own tokens are priced here; a chat API also bills the template and "
+               "history around it (see the Context window page) and the answer's tokens, usually at a higher rate.")
