@@ -1,0 +1,156 @@
+"""The API through the official openai Python SDK: answers, streams, usage, and every error class."""
+
+from __future__ import annotations
+
+import time
+
+import openai
+import pytest
+from openai import OpenAI
+
+from lifecycle import stream as streaming
+from tests.test_api import KEY, make_server, serve
+
+HELLO = [{"role": "user", "content": "Name a colour."}]
+
+
+@pytest.fixture(scope="module")
+def api_server(loaded, tmp_path_factory):
+    return make_server(tmp_path_factory.mktemp("sdk"))
+
+
+@pytest.fixture(scope="module")
+def base_url(api_server):
+    with serve(api_server) as url:
+        yield url + "/v1"
+
+
+def client(base_url: str, key: str = KEY, retries: int = 0) -> OpenAI:
+    return OpenAI(base_url=base_url, api_key=key, max_retries=retries, timeout=120)
+
+
+def row_for(api_server, request_id: str):
+    row = api_server.log.get(request_id)
+    assert row is not None, request_id
+    return row
+
+
+def test_non_streamed_and_streamed_answers_agree_at_temperature_0(base_url, api_server, loaded):
+    sdk = client(base_url)
+    raw = sdk.chat.completions.with_raw_response.create(
+        model=loaded.name, messages=HELLO, max_tokens=8, temperature=0, seed=1
+    )
+    answer = raw.parse()
+    assert answer.object == "chat.completion" and answer.model == loaded.name
+    text = answer.choices[0].message.content
+    assert text and answer.choices[0].finish_reason in ("stop", "length")
+    usage = answer.usage
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens and 0 < usage.completion_tokens <= 8
+    row = row_for(api_server, raw.headers["x-request-id"])
+    assert (row.outcome, row.completion_tokens, row.finish_reason) == ("ok", usage.completion_tokens,
+                                                                      answer.choices[0].finish_reason)
+    assert row.journey["completion_id"] == answer.id
+
+    stream = sdk.chat.completions.create(
+        model=loaded.name, messages=HELLO, max_tokens=8, temperature=0, seed=1,
+        stream=True, stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id != answer.id
+    assert chunks[0].choices[0].delta.role == "assistant" and not chunks[0].choices[0].delta.content
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == text
+    assert chunks[-1].choices == [] and chunks[-1].usage.model_dump() == usage.model_dump()
+    assert [c.usage for c in chunks[:-1]] == [None] * (len(chunks) - 1)
+    finishing = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishing == [answer.choices[0].finish_reason]
+    stream_row = row_for(api_server, stream.response.headers["x-request-id"])
+    assert stream_row.completion_tokens == usage.completion_tokens and stream_row.outcome == "ok"
+
+
+def test_models_list(base_url, loaded):
+    assert [m.id for m in client(base_url).models.list()] == [loaded.name]
+
+
+def test_bad_key_is_authentication_error_not_retried(base_url, api_server, loaded):
+    with pytest.raises(openai.AuthenticationError) as caught:
+        client(base_url, key="sk-not-a-key", retries=2).chat.completions.create(model=loaded.name, messages=HELLO)
+    assert caught.value.code == "invalid_api_key"
+    row = row_for(api_server, caught.value.request_id)
+    assert row.status == 401 and row.key_name is None
+    retries = [r for r in api_server.log.recent(20) if r.status == 401 and r.created >= row.created]
+    assert len(retries) == 1, "a 401 is not retried"
+
+
+@pytest.mark.parametrize(
+    "fields, param",
+    [({"temperature": 2.5}, "temperature"), ({"top_p": 0}, "top_p"), ({"max_tokens": 0}, "max_tokens"),
+     ({"messages": []}, "messages"), ({"extra_body": {"top_k": -2}}, "top_k")],
+)
+def test_invalid_parameters_are_bad_request_errors(base_url, api_server, loaded, fields, param):
+    arguments = {"model": loaded.name, "messages": HELLO} | fields
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(base_url, retries=2).chat.completions.create(**arguments)
+    assert caught.value.param == param
+    assert row_for(api_server, caught.value.request_id).status == 400
+
+
+def test_context_length_exceeded_is_bad_request_even_when_streaming(base_url, loaded):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(base_url).chat.completions.create(
+            model=loaded.name, messages=HELLO, max_tokens=loaded.context_window, stream=True
+        )
+    assert caught.value.code == "context_length_exceeded"
+
+
+def test_unknown_model_is_not_found_error(base_url, api_server):
+    with pytest.raises(openai.NotFoundError) as caught:
+        client(base_url).chat.completions.create(model="gpt-4o", messages=HELLO)
+    assert caught.value.code == "model_not_found"
+    assert row_for(api_server, caught.value.request_id).status == 404
+
+
+def test_rate_limit_is_429_with_retry_after_and_the_sdk_retry_succeeds(loaded, tmp_path):
+    server = make_server(tmp_path, requests_per_minute=60)
+    with serve(server) as url:
+        # Other traffic from the same key has used this minute's whole burst.
+        for _ in range(60):
+            assert server.limiter.decide("tester", 0).allowed
+        with pytest.raises(openai.RateLimitError) as caught:
+            client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=2)
+        headers = caught.value.response.headers
+        assert int(headers["retry-after"]) >= 1 and headers["x-ratelimit-remaining-requests"] == "0"
+        assert row_for(server, caught.value.request_id).outcome == "rate_limited"
+
+        for _ in range(60):
+            server.limiter.decide("tester", 0)
+        started = time.time()
+        answer = client(url + "/v1", retries=2).chat.completions.with_raw_response.create(
+            model=loaded.name, messages=HELLO, max_tokens=2, temperature=0
+        )
+        assert answer.parse().choices[0].message.content
+        rows = [r for r in server.log.recent(10) if r.created >= started]
+        assert [r.status for r in sorted(rows, key=lambda r: r.created)] == [429, 200]
+        refused, served = sorted(rows, key=lambda r: r.created)
+        assert served.id == answer.headers["x-request-id"]
+        wait = int(refused.journey["response"]["headers"]["retry-after-ms"]) / 1000
+        assert served.created - refused.created >= wait, "the SDK waited as told before retrying"
+
+
+def test_failure_mid_stream_is_an_error_event_and_an_api_error(base_url, api_server, loaded, monkeypatch):
+    real = streaming.generate_steps
+
+    def failing_steps(*args, **kwargs):
+        for index, step in enumerate(real(*args, **kwargs)):
+            if index == 2:
+                raise RuntimeError("injected failure")
+            yield step
+
+    monkeypatch.setattr(streaming, "generate_steps", failing_steps)
+    stream = client(base_url).chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=8, stream=True)
+    with pytest.raises(openai.APIError) as caught:
+        list(stream)
+    assert "injected failure" in caught.value.message
+    row = row_for(api_server, stream.response.headers["x-request-id"])
+    assert row.outcome == "error" and "injected failure" in row.error
+    assert row.journey["frames"][-1]["sse"] == "data: [DONE]\n\n"
