@@ -18,7 +18,7 @@ install: $(STAMP)
 
 # Browser tests drive Debian's chromium through Playwright; never a downloaded browser build.
 browser:
-	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@test -x /usr/bin/chromium -a -d /usr/share/fonts/opentype/noto || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-core >/dev/null; }
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)

@@ -1,12 +1,24 @@
-"""LLM Request Lifecycle: the Streamlit app and, in the same process, its HTTP API.
+"""LLM Request Lifecycle: the Streamlit app and, in the same process, its OpenAI-compatible API.
 
-``streamlit run app.py`` imports this module once as "app" to find the ASGI ``app`` (the API
-routes), then runs it as ``__main__`` for every browser session (the pages).
+``streamlit run app.py`` imports this module once as "app" to find the ASGI ``app`` (the pages
+plus the API routes /v1/chat/completions, /v1/models and /health), then runs it as ``__main__``
+for every browser session (the pages).
 """
 
 import streamlit as st
 
-app = st.App("app.py", routes=[])
+from lifecycle.api import api_routes
+
+
+def _api_secrets() -> dict:
+    """API keys may come from Streamlit secrets (``LIFECYCLE_API_KEYS`` in secrets.toml) besides the environment."""
+    try:
+        return dict(st.secrets)
+    except Exception:  # no secrets.toml: environment variables only
+        return {}
+
+
+app = st.App("app.py", routes=api_routes(_api_secrets()))
 
 if __name__ == "__main__":
     from ui.frame import run_app

@@ -1,9 +1,12 @@
 """Shared fixtures: the real model, loaded once per test session, never from the network."""
 
 import os
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Calls made by tests (the API, the app's own runs) go to a throwaway log, not the user's.
+os.environ.setdefault("LIFECYCLE_CALL_LOG", os.path.join(tempfile.mkdtemp(prefix="lifecycle-tests-"), "calls.sqlite3"))
 
 import pytest
 
