@@ -31,7 +31,7 @@ browser:
 	@test -x /usr/bin/chromium -a -d /usr/share/fonts/opentype/noto || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-core >/dev/null; }
 
 run: install
-	$(OFFLINE) $(VENV)/bin/streamlit run app.py --server.port $(PORT)
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
 test: install-dev browser
 	$(OFFLINE) $(PY) -m pytest

