@@ -1,0 +1,159 @@
+"""Attention page charts: one head's weights, every layer x head at a glance, one query's row, the logit lens."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
+from charts.theme import MUTED, OKABE_ITO, SEQUENTIAL, TEMPLATE, axis_title
+
+# Colour follows the square root of the weight (the colour bar still reads true weights): most weights
+# are small next to the first token's, and on a linear scale they all look alike.
+_STOPS = np.linspace(0.0, 1.0, 21)
+SQRT_SCALE = [[float(v), c] for v, c in zip(_STOPS**2, sample_colorscale(SEQUENTIAL, list(_STOPS)))]
+WEIGHT_TICKS = dict(tickvals=[0, 0.05, 0.2, 0.5, 1.0], ticktext=["0", "0.05", "0.2", "0.5", "1"])
+
+# Each tile of the all-heads mosaic is at most this many cells on a side (block-averaged).
+MOSAIC_TILE = 24
+
+
+def attention_heatmap(
+    weights: np.ndarray, labels: Sequence[str], title: str, highlight_row: int | None = None
+) -> go.Figure:
+    """Query rows x key columns of attention weights (0..1); ``highlight_row`` gets a box around it."""
+    weights = np.asarray(weights, dtype=np.float64)
+    figure = go.Figure(
+        go.Heatmap(
+            z=weights,
+            x=list(labels),
+            y=list(labels),
+            colorscale=SQRT_SCALE,
+            zmin=0.0,
+            zmax=1.0,
+            colorbar=dict(title=dict(text="weight", side="right"), **WEIGHT_TICKS),
+            hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+        )
+    )
+    if highlight_row is not None:
+        figure.add_shape(
+            type="rect", xref="paper", x0=0, x1=1, yref="y", y0=highlight_row - 0.5, y1=highlight_row + 0.5,
+            line=dict(color=OKABE_ITO[1], width=3),
+        )
+    side = max(420, min(900, 16 * len(labels) + 220))
+    figure.update_layout(
+        template=TEMPLATE,
+        title=title,
+        xaxis=dict(title=axis_title("Key: the token looked at"), type="category", tickangle=-60),
+        yaxis=dict(title=axis_title("Query: the token looking"), type="category", autorange="reversed"),
+        height=side,
+    )
+    return figure
+
+
+def block_mean(matrix: np.ndarray, size: int) -> np.ndarray:
+    """Average ``matrix`` over a grid of at most ``size`` x ``size`` near-equal blocks."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    rows = np.linspace(0, matrix.shape[0], min(size, matrix.shape[0]) + 1).astype(int)
+    cols = np.linspace(0, matrix.shape[1], min(size, matrix.shape[1]) + 1).astype(int)
+    sums = np.add.reduceat(np.add.reduceat(matrix, rows[:-1], axis=0), cols[:-1], axis=1)
+    return sums / np.outer(np.diff(rows), np.diff(cols))
+
+
+def attention_mosaic(attentions: Mapping[int, np.ndarray], tile: int = MOSAIC_TILE) -> go.Figure:
+    """Every layer (columns) x head (rows) as one heatmap: tiles separated by blank gaps.
+
+    One trace instead of 270 subplots keeps the page fast; each tile is block-averaged to at
+    most ``tile`` cells a side.
+    """
+    layers = sorted(attentions)
+    heads = next(iter(attentions.values())).shape[0]
+    side = min(tile, next(iter(attentions.values())).shape[-1])
+    step = side + 1
+    mosaic = np.full((heads * step - 1, len(layers) * step - 1), np.nan)
+    for column, layer in enumerate(layers):
+        for head in range(heads):
+            mosaic[head * step : head * step + side, column * step : column * step + side] = block_mean(
+                attentions[layer][head], side
+            )
+    figure = go.Figure(
+        go.Heatmap(
+            z=mosaic,
+            colorscale=SQRT_SCALE,
+            zmin=0.0,
+            zmax=1.0,
+            colorbar=dict(title=dict(text="weight", side="right"), **WEIGHT_TICKS),
+            hoverongaps=False,
+            hovertemplate="weight %{z:.3f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        template=TEMPLATE,
+        xaxis=dict(
+            title=axis_title("Layer"), tickvals=[c * step + side / 2 - 0.5 for c in range(len(layers))],
+            ticktext=[str(layer) for layer in layers], showgrid=False, zeroline=False,
+        ),
+        yaxis=dict(
+            title=axis_title("Query head"), tickvals=[h * step + side / 2 - 0.5 for h in range(heads)],
+            ticktext=[str(h) for h in range(heads)], autorange="reversed", showgrid=False, zeroline=False,
+        ),
+        height=max(360, 50 * heads + 140),
+    )
+    return figure
+
+
+def attention_bars(row: np.ndarray, labels: Sequence[str], query: int) -> go.Figure:
+    """How much the token at ``query`` attends to each earlier token (keys after it are masked out)."""
+    weights = np.asarray(row, dtype=np.float64)[: query + 1]
+    keys = list(labels)[: query + 1]
+    top = int(np.argmax(weights))
+    figure = go.Figure(
+        go.Bar(
+            x=weights,
+            y=keys,
+            orientation="h",
+            marker_color=[OKABE_ITO[1] if i == top else OKABE_ITO[0] for i in range(len(keys))],
+            text=[f"{w:.1%}" for w in weights],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}: %{x:.3f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        template=TEMPLATE,
+        xaxis=dict(title=axis_title("Attention weight", "share of this query's attention"), range=[0, 1.1],
+                   tickformat=".0%"),
+        yaxis=dict(title=axis_title("Key token"), type="category", autorange="reversed"),
+        height=max(300, 24 * len(keys) + 140),
+        showlegend=False,
+    )
+    return figure
+
+
+def logit_lens_chart(layers: Sequence[int], tokens: Sequence[str], probabilities: Sequence[float],
+                     final_token: str) -> go.Figure:
+    """Each layer's top-1 next-token guess and its probability; guesses equal to the final answer stand out."""
+    colours = [OKABE_ITO[2] if token == final_token else MUTED for token in tokens]
+    figure = go.Figure(
+        go.Bar(
+            x=list(layers),
+            y=list(probabilities),
+            text=[repr(t) for t in tokens],
+            textposition="outside",
+            textangle=-90,
+            cliponaxis=False,
+            marker_color=colours,
+            hovertemplate="layer %{x}: %{text} at %{y:.1%}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        template=TEMPLATE,
+        xaxis=dict(title=axis_title("Layer", "0 = first"), dtick=1, tickfont=dict(size=14)),
+        yaxis=dict(title=axis_title("Top-1 probability"), range=[0, 1.6], tickformat=".0%",
+                   tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
+        height=520,
+        showlegend=False,
+    )
+    return figure

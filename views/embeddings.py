@@ -1,0 +1,122 @@
+"""Embeddings page: each token id picks a row of the embedding table, a vector of 576 numbers."""
+
+import numpy as np
+import streamlit as st
+
+from charts.embeddings import embedding_strip, pca_map, quoted, similarity_matrix, token_labels
+from lifecycle.errors import LifecycleError
+from lifecycle.forward import cosine_similarity_matrix, embed_words, pca_2d, token_text
+from ui.cache import cached_journey
+from ui.frame import lesson, loaded_model, stage_page
+
+DEFAULT_WORDS = "car, automobile, vehicle, truck, banana, apple"
+MAX_STRIP_TOKENS = 96
+MAX_MAP_TOKENS = 40
+MAX_WORDS = 24
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def word_vectors(words: tuple[str, ...]) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Each word's input vector (mean over its tokens) and how many tokens it takes, as " word"."""
+    loaded = loaded_model()
+    with loaded.tokenizer_lock:
+        counts = tuple(len(loaded.tokenizer.encode(" " + w, add_special_tokens=False)) for w in words)
+    return embed_words(loaded, list(words)), counts
+
+
+def parse_words(text: str) -> list[str]:
+    words = list(dict.fromkeys(w.strip() for w in text.replace("\n", ",").split(",") if w.strip()))
+    if len(words) < 2:
+        raise LifecycleError("Type at least two words, separated by commas.", param="words")
+    if len(words) > MAX_WORDS:
+        raise LifecycleError(f"At most {MAX_WORDS} words, please ({len(words)} given).", param="words")
+    return words
+
+
+def repeated_token(ids: list[int], vectors: np.ndarray) -> tuple[int, list[int], bool] | None:
+    """The most repeated token id, its positions, and whether all its rows are identical."""
+    values, counts = np.unique(ids, return_counts=True)
+    if counts.max() < 2:
+        return None
+    token = int(values[counts.argmax()])
+    positions = [i for i, t in enumerate(ids) if t == token]
+    same = all(np.array_equal(vectors[positions[0]], vectors[p]) for p in positions[1:])
+    return token, positions, same
+
+
+with stage_page("embeddings") as settings:
+    journey = cached_journey(settings)
+    loaded = loaded_model()
+    config = loaded.model.config
+    forward = journey.forward
+    vectors = forward.embeddings
+    texts = [token_text(loaded, i) for i in forward.ids]
+    count, dims = vectors.shape
+    user_count = len(journey.prompt_tokens.tokens)
+    norms = np.linalg.norm(vectors, axis=1)
+    tied = "the same table" if config.tie_word_embeddings else "a separate table"
+    lesson(
+        f"Your message became **{user_count} tokens**, and with the chat template the model reads "
+        f"**{count} tokens**. Each token id picks one row of a {config.vocab_size:,} x {dims} table "
+        f"(the embedding matrix), so the prompt enters the model as {count} vectors of **{dims} numbers** "
+        f"each; here their lengths range from {norms.min():.2f} to {norms.max():.2f}. Nothing else is "
+        f"added: SmolLM2 has no position vectors. Where a token sits enters later, inside attention, "
+        f"by rotating queries and keys (RoPE, base {config.rope_parameters['rope_theta']:,.0f}). At the "
+        f"very end, {tied} turns the last hidden state into one score per vocabulary token: input and "
+        f"output embeddings are tied (`tie_word_embeddings={config.tie_word_embeddings}`)."
+    )
+    repeat = repeated_token(forward.ids, vectors)
+    if repeat:
+        token, positions, same = repeat
+        verdict = "identical: the vector does not depend on position" if same else "NOT identical"
+        st.caption(
+            f"Check: token {token} ({quoted(texts[positions[0]])}) appears at positions "
+            f"{', '.join(map(str, positions[:8]))}; its {len(positions)} rows are {verdict}."
+        )
+
+    st.subheader("The prompt's vectors", anchor=False)
+    shown_dims = st.slider("Dimensions shown", 16, dims, min(64, dims), 16, key="embedding_dims",
+                           help=f"Each vector has {dims} numbers; the strip shows the first ones.")
+    rows = min(count, MAX_STRIP_TOKENS)
+    if rows < count:
+        st.caption(f"Showing the first {rows} of {count} tokens.")
+    st.plotly_chart(
+        embedding_strip(vectors[:rows], token_labels(texts[:rows]), shown_dims),
+        key="embedding_strip",
+    )
+    st.caption("Blue is negative, red positive, white zero. Single dimensions carry no readable meaning; "
+               "meaning lives in directions spread over many of them.")
+
+    st.subheader("Which words sit close together?", anchor=False)
+    typed = st.text_input("Words to compare (comma-separated)", DEFAULT_WORDS, key="embedding_words",
+                          help="Each word is embedded as it appears mid-sentence, with a leading space.")
+    try:
+        words = parse_words(typed)
+        word_vecs, token_counts = word_vectors(tuple(words))
+    except LifecycleError as error:
+        st.error(error.message, icon=":material/error:")
+    else:
+        by_id = {token_id: row for token_id, row in zip(forward.ids, vectors)}
+        prompt_ids = list(dict.fromkeys(t.id for t in journey.prompt_tokens.tokens if t.id in by_id))
+        prompt_ids = prompt_ids[:MAX_MAP_TOKENS]
+        points = np.vstack([word_vecs, *[by_id[i][None] for i in prompt_ids]])
+        labels = words + [token_text(loaded, i) for i in prompt_ids]
+        groups = ["your words"] * len(words) + ["prompt tokens"] * len(prompt_ids)
+        coords = pca_2d(points)
+        left, right = st.columns(2)
+        with left:
+            st.plotly_chart(pca_map(coords, labels, groups), key="embedding_pca")
+            st.caption(
+                f"{len(points)} vectors of {dims} numbers flattened onto the two directions along which they "
+                "vary most (PCA). Distances are only approximate: most of the spread is in the other "
+                f"{dims - 2} directions."
+            )
+        with right:
+            similarity = cosine_similarity_matrix(word_vecs)
+            st.plotly_chart(similarity_matrix(similarity, words), key="embedding_similarity")
+            split = [f"{quoted(w)} ({n} tokens)" for w, n in zip(words, token_counts) if n > 1]
+            st.caption(
+                "Cosine similarity: 1 = same direction, 0 = unrelated. These are the raw input vectors, "
+                "before any layer has seen context."
+                + (f" Averaged over several tokens: {', '.join(split)}." if split else "")
+            )

@@ -1,0 +1,72 @@
+"""Next-token page: the model's probability for every token in the vocabulary, at the prompt's end."""
+
+import numpy as np
+import streamlit as st
+
+from charts.embeddings import quoted
+from charts.next_token import candidate_bars, rank_curve
+from ui.cache import cached_journey
+from ui.frame import lesson, stage_page
+
+TOP_CANDIDATES = 15
+
+
+with stage_page("next-token") as settings:
+    journey = cached_journey(settings)
+    dist = journey.next_token
+    top = dist.top(TOP_CANDIDATES)
+    best = top[0]
+    vocab = dist.probs.size
+    ordered = np.sort(dist.probs)[::-1]
+    cumulative = np.cumsum(ordered)
+    half = int(np.searchsorted(cumulative, 0.5)) + 1
+    ninety = int(np.searchsorted(cumulative, 0.9)) + 1
+    effective = 2 ** dist.entropy_bits
+    lesson(
+        f"After reading all {len(journey.forward.ids)} prompt tokens, the model's last position ends in "
+        f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
+        f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
+        f"Reaching half of the probability takes the top {half:,} token{'s' * (half > 1)}; reaching 90% takes "
+        f"{ninety:,}, and the other {vocab - ninety:,} share what is left. The entropy is "
+        f"**{dist.entropy_bits:.2f} bits**: the model is as unsure as a fair choice among about "
+        f"**{effective:,.1f}** equally likely tokens."
+    )
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader(f"Top {TOP_CANDIDATES} candidates", anchor=False)
+        scale = st.segmented_control("Show", ["probability", "log-probability"], default="probability",
+                                     key="next_token_scale") or "probability"
+        figure = candidate_bars(top, "logprob" if scale == "log-probability" else "probability")
+        st.plotly_chart(figure, key="next_token_bars")
+        st.caption(f"Together these {TOP_CANDIDATES} hold {sum(c.probability for c in top):.1%} of the "
+                   "probability. Log-probability is what APIs return as `logprobs`.")
+    with right:
+        st.subheader("The whole vocabulary", anchor=False)
+        st.plotly_chart(rank_curve(dist.probs), key="next_token_curve")
+        st.caption(f"Every one of the {vocab:,} tokens, sorted by probability; the least likely has "
+                   f"{ordered[-1]:.1e}. A few tokens hold nearly all the mass, then a long tail.")
+
+    st.subheader("Entropy and the greedy choice", anchor=False)
+    first = journey.generation.steps[0] if journey.generation.steps else None
+    entropy_col, greedy_col, first_col = st.columns(3)
+    entropy_col.metric("Entropy", f"{dist.entropy_bits:.2f} bits",
+                       help="0 bits = certain; log2(49,152) = 15.6 bits = every token equally likely.")
+    greedy_col.metric("Greedy decoding picks", repr(best.text), f"{best.probability:.1%}", delta_color="off",
+                      help=f"Token id {best.id}: the argmax, what temperature 0 always chooses.")
+    if first:
+        first_col.metric("This run's first generated token", repr(first.text), f"id {first.token_id}",
+                         delta_color="off")
+    s = settings
+    if first is None:
+        st.caption("This run generated no token.")
+    elif s.temperature == 0 and s.repetition_penalty == 1.0:
+        verdict = "matches" if first.token_id == best.id else "does NOT match"
+        st.caption(f"Temperature is 0 (greedy), so the first generated token {verdict} the argmax above.")
+    else:
+        same = "happens to be" if first.token_id == best.id else "is not"
+        st.caption(
+            f"With temperature {s.temperature:g} and repetition penalty {s.repetition_penalty:g} the first token is "
+            f"drawn from the reshaped distribution (see Sampling); this time it {same} the greedy choice. Set "
+            "temperature to 0 (and repetition penalty to 1) and it always is."
+        )
