@@ -1,0 +1,265 @@
+"""Generation: the autoregressive loop, one token at a time, on the real model with its KV cache.
+
+The prompt is run once (prefill) and its keys and values kept in the cache; every later step
+feeds only the newest token. Each step turns the last logits into a sampled distribution
+(lifecycle.sampling), chooses a token, and records it with its probability, the top
+alternatives and its wall time. Generation ends at an end-of-sequence token or a stop sequence
+(finish_reason "stop"), at max_tokens ("length"), or when the caller cancels ("cancelled").
+Any step can be forced to another token, so a page can branch from an alternative.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lifecycle.detokenize import IncrementalDetokenizer, TokenBytes, token_bytes, token_display
+from lifecycle.errors import LifecycleError
+from lifecycle.sampling import SampledDistribution, SamplingSettings, TokenCandidate, apply_sampling, choose_token
+
+ALTERNATIVES = 5
+END_OF_TEXT_TOKENS = ("<|endoftext|>", "<|im_end|>")
+
+
+@dataclass
+class GenerationStep:
+    """One generated token. ``delta`` is the content text this step released to the reader (held
+    back while a UTF-8 character or a possible stop sequence is incomplete); ``held`` is the bytes
+    of an unfinished character after this step; ``seconds`` is the step's own wall time (model
+    call + sampling), not the time a consumer spent between steps."""
+
+    index: int
+    token_id: int
+    text: str
+    probability: float
+    alternatives: list[TokenCandidate]
+    seconds: float
+    forced: bool
+    finished: str | None = None
+    delta: str = ""
+    token_bytes: bytes = b""
+    held: bytes = b""
+    base_probability: float = 0.0
+
+
+@dataclass
+class Generation:
+    """A finished generation: every step, the content text, and prefill and decode time kept apart."""
+
+    prompt_ids: list[int]
+    steps: list[GenerationStep]
+    finish_reason: str
+    text: str
+    prefill_seconds: float
+    decode_seconds: float
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [step.token_id for step in self.steps]
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.steps)
+
+
+def end_of_sequence_ids(loaded) -> frozenset[int]:
+    """Token ids that end a generation: the tokenizer's and generation config's EOS, plus the end-of-text markers."""
+    tokenizer = loaded.tokenizer
+    ids = {loaded.eos_token_id}
+    configured = getattr(getattr(loaded.model, "generation_config", None), "eos_token_id", None)
+    ids |= set(configured) if isinstance(configured, (list, tuple)) else {configured}
+    vocab = tokenizer.get_vocab()
+    ids |= {vocab[marker] for marker in END_OF_TEXT_TOKENS if marker in vocab}
+    return frozenset(int(i) for i in ids if i is not None)
+
+
+@dataclass
+class _StopText:
+    """Releases generated text, holding back any tail that could still grow into a stop sequence."""
+
+    stops: tuple[str, ...]
+    pending: str = ""
+    released: list[str] = field(default_factory=list)
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """Add text; return (what may be released now, whether a stop sequence was hit)."""
+        self.pending += text
+        hits = [i for i in (self.pending.find(stop) for stop in self.stops) if i >= 0]
+        if hits:
+            return self._release(min(hits)), True
+        hold = max((k for stop in self.stops for k in range(1, len(stop)) if self.pending.endswith(stop[:k])), default=0)
+        return self._release(len(self.pending) - hold), False
+
+    def finish(self, text: str) -> str:
+        """End of generation without a stop sequence: everything pending is content."""
+        self.pending += text
+        return self._release(len(self.pending))
+
+    def _release(self, end: int) -> str:
+        out, self.pending = self.pending[:end], self.pending[end:]
+        self.released.append(out)
+        return out
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_request(loaded, prompt_ids, settings, max_tokens, stop, forced) -> tuple[list[int], tuple[str, ...]]:
+    settings.validate()
+    vocab = loaded.vocab_size
+    ids = [int(i) for i in prompt_ids]
+    if not ids:
+        raise LifecycleError("the prompt has no tokens", param="messages")
+    if min(ids) < 0 or max(ids) >= vocab:
+        raise LifecycleError(f"prompt token ids must be in [0, {vocab})", param="messages")
+    if not _is_int(max_tokens) or max_tokens < 1:
+        raise LifecycleError(f"max_tokens must be an integer >= 1, got {max_tokens!r}", param="max_tokens")
+    if len(ids) + max_tokens > loaded.context_window:
+        raise LifecycleError(
+            f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the context window ({loaded.context_window})",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    if not all(isinstance(s, str) and s for s in stops):
+        raise LifecycleError("stop must be a string or a list of non-empty strings", param="stop")
+    for index, token_id in (forced or {}).items():
+        if not (_is_int(index) and _is_int(token_id) and index >= 0 and 0 <= token_id < vocab):
+            raise LifecycleError(f"forced token {token_id!r} at step {index!r} is not a valid step/token id", param="forced")
+    return ids, stops
+
+
+def generate_steps(
+    loaded,
+    prompt_ids: Sequence[int],
+    settings: SamplingSettings,
+    max_tokens: int,
+    stop: Sequence[str] = (),
+    forced: Mapping[int, int] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    timings: dict | None = None,
+) -> Iterator[GenerationStep]:
+    """Validate now (LifecycleError before any model work), then yield steps as they are generated.
+
+    The last step carries ``finished``. ``cancelled`` is checked after every model call; if it
+    is already true before the prefill nothing is yielded. ``loaded.lock`` is held only during
+    each model call, never while the consumer handles a step: the cache is private to this
+    generation, so a slow reader does not block other users of the model. ``timings`` (optional)
+    receives "prefill_seconds" once the prompt has run.
+    """
+    ids, stops = _check_request(loaded, prompt_ids, settings, max_tokens, stop, forced)
+    return _steps(loaded, ids, settings, max_tokens, stops, dict(forced or {}), cancelled or (lambda: False), timings)
+
+
+def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings) -> Iterator[GenerationStep]:
+    import torch
+
+    vocabulary = token_bytes(loaded)
+    detokenizer = IncrementalDetokenizer(vocabulary)
+    stop_text = _StopText(stops)
+    eos = end_of_sequence_ids(loaded)
+    rng = np.random.default_rng(settings.seed)
+    history = list(ids)
+    if cancelled():
+        return
+    started = time.perf_counter()
+    with loaded.lock, torch.inference_mode():
+        out = loaded.model(input_ids=torch.tensor([ids]), use_cache=True, logits_to_keep=1)
+    cache, logits = out.cache, out.logits[0, -1]
+    if timings is not None:
+        timings["prefill_seconds"] = time.perf_counter() - started
+
+    for index in range(max_tokens):
+        started = time.perf_counter()
+        if index:
+            with loaded.lock, torch.inference_mode():
+                out = loaded.model(input_ids=torch.tensor([[history[-1]]]), cache=cache, use_cache=True)
+            cache, logits = out.cache, out.logits[0, -1]
+        distribution = apply_sampling(logits.float().numpy(), settings, history)
+        token_id = int(forced[index]) if index in forced else choose_token(distribution, rng)
+        history.append(token_id)
+        delta, finished = _advance(detokenizer, stop_text, token_id, eos)
+        if finished is None and (index == max_tokens - 1 or cancelled()):
+            finished = "length" if index == max_tokens - 1 else "cancelled"
+        if finished in ("length", "cancelled") or token_id in eos:
+            # Bytes of a character the model never finished are dropped, not shown as U+FFFD;
+            # the step's ``held`` still records them.
+            delta += stop_text.finish("")
+        yield _record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started)
+        if finished is not None:
+            return
+
+
+def _advance(detokenizer: IncrementalDetokenizer, stop_text: _StopText, token_id: int, eos) -> tuple[str, str | None]:
+    """Push one token; return the releasable text and "stop" if it ended the generation."""
+    if token_id in eos:
+        detokenizer.push(token_id)
+        return "", "stop"
+    delta, hit = stop_text.feed(detokenizer.push(token_id))
+    return delta, "stop" if hit else None
+
+
+def _record(index, token_id, distribution, vocabulary, forced, finished, delta, held, started) -> GenerationStep:
+    data = vocabulary.of(token_id)
+    return GenerationStep(
+        index=index,
+        token_id=token_id,
+        text=token_display(data),
+        probability=float(distribution.final_probs[token_id]),
+        alternatives=alternatives(distribution, token_id, lambda i: token_display(vocabulary.of(i))),
+        seconds=time.perf_counter() - started,
+        forced=forced,
+        finished=finished,
+        delta=delta,
+        token_bytes=data,
+        held=held,
+        base_probability=float(distribution.base_probs[token_id]),
+    )
+
+
+def alternatives(
+    distribution: SampledDistribution, chosen: int, token_text: Callable[[int], str], k: int = ALTERNATIVES
+) -> list[TokenCandidate]:
+    """The k best tokens by final probability, ties (e.g. every token greedy decoding removed) broken
+    by the model's base probability; the chosen token is always included (replacing the k-th)."""
+    final, base = distribution.final_probs, distribution.base_probs
+    pool = np.unique(np.concatenate([np.argpartition(-final, k)[:k], np.argpartition(-base, k)[:k]]))
+    ranked = [int(i) for i in pool[np.lexsort((pool, -base[pool], -final[pool]))][:k]]
+    if chosen not in ranked:
+        ranked[-1] = chosen
+    return [
+        TokenCandidate(i, token_text(i), float(final[i]), math.log(final[i]) if final[i] > 0 else -math.inf, _rank(final, base, i))
+        for i in ranked
+    ]
+
+
+def _rank(final: np.ndarray, base: np.ndarray, token_id: int) -> int:
+    f, b = final[token_id], base[token_id]
+    return 1 + int(np.count_nonzero(final > f)) + int(np.count_nonzero((final == f) & (base > b)))
+
+
+def generate(
+    loaded,
+    prompt_ids: Sequence[int],
+    settings: SamplingSettings,
+    max_tokens: int,
+    stop: Sequence[str] = (),
+    forced: Mapping[int, int] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generation:
+    """Run the whole loop and collect it; ``text`` is exactly what a stream of the same run delivers."""
+    timings: dict = {}
+    steps = list(generate_steps(loaded, prompt_ids, settings, max_tokens, stop, forced, cancelled, timings))
+    return Generation(
+        prompt_ids=[int(i) for i in prompt_ids],
+        steps=steps,
+        finish_reason=steps[-1].finished if steps else "cancelled",
+        text="".join(step.delta for step in steps),
+        prefill_seconds=timings.get("prefill_seconds", 0.0),
+        decode_seconds=sum(step.seconds for step in steps),
+    )

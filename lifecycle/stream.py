@@ -1,0 +1,200 @@
+"""Streaming: the generation delivered as OpenAI-style server-sent events, token by token.
+
+A streamed chat completion is a sequence of ``data: {json}`` events, each a
+``chat.completion.chunk`` with the same id, created time and model: first a role-only delta,
+then content deltas as the text becomes available (a character split across tokens arrives in
+one delta once complete), then one chunk with an empty delta and the finish_reason, optionally
+a usage chunk with empty choices, and finally ``data: [DONE]``. Every event carries the real
+time it was produced, so time to first token and inter-token latencies are measured, not
+simulated. ``parse_sse`` and ``assemble`` read such a stream back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from lifecycle.errors import LifecycleError
+from lifecycle.generate import generate_steps
+from lifecycle.sampling import SamplingSettings
+
+DONE = "[DONE]"
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One SSE event: the chunk (None for ``[DONE]``), its wire form, and when it was produced
+    (seconds since the request started). ``error`` keeps the exception behind an error event."""
+
+    data: dict | None
+    sse: str
+    at: float
+    error: BaseException | None = None
+
+
+def sse_line(data: dict | None) -> str:
+    """The wire form of one event: one ``data:`` line of single-line JSON, then a blank line."""
+    payload = DONE if data is None else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"data: {payload}\n\n"
+
+
+def _event(data: dict | None, started: float, error: BaseException | None = None) -> StreamEvent:
+    return StreamEvent(data, sse_line(data), time.perf_counter() - started, error)
+
+
+def error_events(
+    message: str, started: float, error_type: str = "server_error", code: str | None = None,
+    error: BaseException | None = None,
+) -> list[StreamEvent]:
+    """The end of a stream that failed after its headers were sent: an error event, then ``[DONE]``."""
+    envelope = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    return [_event(envelope, started, error), _event(None, started)]
+
+
+def stream_completion(
+    loaded,
+    prompt_ids: Sequence[int],
+    settings: SamplingSettings,
+    max_tokens: int,
+    model_name: str,
+    completion_id: str,
+    include_usage: bool,
+    stop: Sequence[str] = (),
+    cancelled: Callable[[], bool] | None = None,
+    started: float | None = None,
+    created: int | None = None,
+) -> Iterator[StreamEvent]:
+    """Validate now (LifecycleError before any SSE byte), then stream the real generation.
+
+    ``started`` is the request's ``time.perf_counter()`` at arrival (default: now). A failure
+    during generation ends the stream with an error event and ``[DONE]`` instead of raising.
+    A cancelled generation ends with finish_reason "cancelled" (a client that left sees nothing).
+    """
+    steps = generate_steps(loaded, prompt_ids, settings, max_tokens, stop, cancelled=cancelled)
+    return stream_events(steps, completion_id, model_name, len(prompt_ids), include_usage, started, created)
+
+
+def stream_events(
+    steps: Iterable,
+    completion_id: str,
+    model_name: str,
+    prompt_tokens: int,
+    include_usage: bool,
+    started: float | None = None,
+    created: int | None = None,
+) -> Iterator[StreamEvent]:
+    """The SSE events of generation steps as they arrive, for a caller that also keeps the steps."""
+    started = time.perf_counter() if started is None else started
+    head = {"id": completion_id, "object": "chat.completion.chunk", "created": int(created or time.time()), "model": model_name}
+    return _events(steps, head, prompt_tokens, include_usage, started)
+
+
+def _events(steps, head: dict, prompt_tokens: int, include_usage: bool, started: float) -> Iterator[StreamEvent]:
+    def chunk(choices: list[dict], usage: dict | None = None) -> dict:
+        return {**head, "choices": choices, **({"usage": usage} if include_usage else {})}
+
+    def choice(delta: dict, finish_reason: str | None = None) -> list[dict]:
+        return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+
+    yield _event(chunk(choice({"role": "assistant", "content": ""})), started)
+    completion_tokens, finish_reason = 0, None
+    try:
+        for step in steps:
+            completion_tokens += 1
+            finish_reason = step.finished
+            if step.delta:
+                yield _event(chunk(choice({"content": step.delta})), started)
+    except Exception as error:  # noqa: BLE001 - headers are sent: the only way left to report is an error event
+        yield from error_events(f"Generation failed: {type(error).__name__}: {error}".splitlines()[0], started, error=error)
+        return
+    yield _event(chunk(choice({}, finish_reason or "cancelled")), started)
+    if include_usage:
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        yield _event(chunk([], usage), started)
+    yield _event(None, started)
+
+
+@dataclass(frozen=True)
+class StreamMetrics:
+    """What a client measures. ``ttft``: seconds to the first content delta. ``inter_token``: gaps
+    between consecutive content deltas. ``tokens_per_second``: content deltas per second after the
+    first (1 / mean gap; a delta is one token except when a split character arrives whole)."""
+
+    ttft: float
+    inter_token: list[float]
+    tokens_per_second: float
+    total_seconds: float
+
+
+def _content(data: dict | None) -> str:
+    choices = (data or {}).get("choices") or []
+    return ((choices[0].get("delta") or {}).get("content") or "") if choices else ""
+
+
+def stream_metrics(events: Iterable[StreamEvent]) -> StreamMetrics:
+    """Latency figures from the events' own timestamps (zeros when there was no content)."""
+    events = list(events)
+    times = [event.at for event in events if _content(event.data)]
+    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    rate = len(gaps) / sum(gaps) if gaps and sum(gaps) > 0 else 0.0
+    return StreamMetrics(times[0] if times else 0.0, gaps, rate, events[-1].at if events else 0.0)
+
+
+def parse_sse(text: str) -> list[dict]:
+    """The JSON chunks of a raw SSE body, in order; ``[DONE]``, comments and other fields are skipped.
+
+    Accepts ``\\n``, ``\\r\\n`` or ``\\r`` line ends and multi-line data; raises LifecycleError on an
+    event whose data is not JSON.
+    """
+    chunks = []
+    for block in text.replace("\r\n", "\n").replace("\r", "\n").split("\n\n"):
+        lines = [line for line in block.split("\n") if line.startswith("data:")]
+        payload = "\n".join(line[5:].removeprefix(" ") for line in lines)
+        if not lines or payload.strip() == DONE:
+            continue
+        try:
+            chunks.append(json.loads(payload))
+        except json.JSONDecodeError as error:
+            raise LifecycleError(f"SSE event is not JSON: {payload[:80]!r}", param="stream") from error
+    return chunks
+
+
+def assemble(chunks: Iterable[dict]) -> tuple[str, str | None, dict | None]:
+    """Reassemble choice 0's text, its finish_reason and the usage; an error event raises LifecycleError."""
+    parts, finish_reason, usage = [], None, None
+    for chunk in chunks:
+        if "error" in chunk:
+            error = chunk["error"] or {}
+            raise LifecycleError(f"stream error: {error.get('message')}", code=error.get("code"))
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) == 0:
+                parts.append((choice.get("delta") or {}).get("content") or "")
+                finish_reason = choice.get("finish_reason") or finish_reason
+        usage = chunk.get("usage") or usage
+    return "".join(parts), finish_reason, usage
+
+
+def stream_problems(chunks: Sequence[dict]) -> list[str]:
+    """Where a parsed stream breaks the chat-completions streaming rules (empty list: none)."""
+    problems = []
+    choice_chunks = [c for c in chunks if c.get("choices")]
+    if len({c.get("id") for c in chunks}) > 1:
+        problems.append("id is not constant")
+    if not choice_chunks or choice_chunks[0]["choices"][0].get("delta") != {"role": "assistant", "content": ""}:
+        problems.append("first delta is not role-only")
+    finishing = [i for i, c in enumerate(choice_chunks) if c["choices"][0].get("finish_reason")]
+    if len(finishing) != 1 or finishing[0] != len(choice_chunks) - 1:
+        problems.append("finish_reason is not set exactly once, in the last choice chunk")
+    with_usage = [c for c in chunks if c.get("usage")]
+    if with_usage:
+        usage = with_usage[-1]["usage"]
+        if len(with_usage) > 1 or chunks[-1] is not with_usage[-1] or chunks[-1].get("choices") != []:
+            problems.append("usage is not only in a final chunk with empty choices")
+        if usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0) != usage.get("total_tokens"):
+            problems.append("usage tokens do not add up")
+        if any("usage" not in c for c in chunks):
+            problems.append("a chunk lacks usage: null")
+    return problems
