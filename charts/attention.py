@@ -151,7 +151,7 @@ def logit_lens_chart(layers: Sequence[int], tokens: Sequence[str], probabilities
     figure.update_layout(
         template=TEMPLATE,
         xaxis=dict(title=axis_title("Layer", "0 = first"), dtick=1, tickfont=dict(size=14)),
-        yaxis=dict(title=axis_title("Top-1 probability"), range=[0, 1.6], tickformat=".0%",
+        yaxis=dict(title=axis_title("Top-1 probability"), range=[0, 1.3], tickformat=".0%",
                    tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
         height=520,
         showlegend=False,

@@ -36,7 +36,7 @@ def candidate_bars(candidates: Sequence[TokenCandidate], scale: str = "probabili
         )
     )
     xaxis = (
-        dict(title=axis_title("Probability", "temperature 1"), tickformat=".0%")
+        dict(title=axis_title("Probability", "temperature 1"), tickformat=".0%", range=[0, max(values) * 1.25])
         if scale == "probability"
         else dict(title=axis_title("Log-probability", "natural log, 0 = certain"))
     )

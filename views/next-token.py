@@ -26,8 +26,8 @@ with stage_page("next-token") as settings:
         f"After reading all {len(journey.forward.ids)} prompt tokens, the model's last position ends in "
         f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
         f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
-        f"Reaching half of the probability takes the top {half:,} token{'s' * (half > 1)}; reaching 90% takes "
-        f"{ninety:,}, and the other {vocab - ninety:,} share what is left. The entropy is "
+        f"Half of the probability sits in {f'the top {half:,} tokens' if half > 1 else 'that one token'}; the top "
+        f"{ninety:,} hold 90%, and the other {vocab - ninety:,} share what is left. The entropy is "
         f"**{dist.entropy_bits:.2f} bits**: the model is as unsure as a fair choice among about "
         f"**{effective:,.1f}** equally likely tokens."
     )
@@ -52,11 +52,12 @@ with stage_page("next-token") as settings:
     entropy_col, greedy_col, first_col = st.columns(3)
     entropy_col.metric("Entropy", f"{dist.entropy_bits:.2f} bits",
                        help="0 bits = certain; log2(49,152) = 15.6 bits = every token equally likely.")
-    greedy_col.metric("Greedy decoding picks", repr(best.text), f"{best.probability:.1%}", delta_color="off",
+    greedy_col.metric("Greedy decoding picks", repr(best.text), f"{best.probability:.1%}",
+                      delta_color="off", delta_arrow="off",
                       help=f"Token id {best.id}: the argmax, what temperature 0 always chooses.")
     if first:
         first_col.metric("This run's first generated token", repr(first.text), f"id {first.token_id}",
-                         delta_color="off")
+                         delta_color="off", delta_arrow="off")
     s = settings
     if first is None:
         st.caption("This run generated no token.")
