@@ -1,0 +1,276 @@
+"""Request page: the JSON request built from the settings, the raw HTTP request, client snippets and the response."""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from charts.request import resent_tokens_chart
+from lifecycle.context import NEW_MESSAGE, render_messages
+from lifecycle.remote import send_chat_completion
+from lifecycle.request import (
+    DEFAULT_BASE_URL,
+    EXTENSIONS,
+    chat_request,
+    render_curl,
+    render_http_request,
+    render_http_response,
+    render_javascript,
+    render_python,
+    resend_sizes,
+)
+from ui.cache import cached_journey
+from ui.frame import lesson, show_text, stage_page
+
+MAX_FOLLOW_UPS = 10
+MAX_FRAMES_SHOWN = 400
+FRAME_CHARS = 400
+FOLLOW_UPS = pd.DataFrame(
+    {
+        "user": ["Can you say that in simpler words?", "Give one everyday example."],
+        "assistant": ["", ""],
+    }
+)
+
+
+def _request(settings, stream: bool):
+    return chat_request(
+        settings.prompt,
+        system=settings.system_prompt.strip() or None,
+        history=[{"role": role, "content": content} for role, content in settings.history],
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k,
+        min_p=settings.min_p,
+        repetition_penalty=settings.repetition_penalty,
+        max_tokens=settings.max_tokens,
+        stream=stream,
+        include_usage=settings.include_usage,
+        seed=settings.seed,
+    )
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _prompt_tokens(messages_json: str) -> tuple[int, int]:
+    """(all prompt tokens, tokens of the new message) of one turn's messages, through the chat template."""
+    rendered = render_messages(json.loads(messages_json))
+    new = sum(segment.tokens for segment in rendered.segments if segment.name == NEW_MESSAGE)
+    return len(rendered.ids), new
+
+
+def _history_pairs(history) -> list[tuple[str, str]] | None:
+    """Earlier turns as (user, assistant) pairs, or None when they do not alternate that way."""
+    roles = [role for role, _ in history]
+    if len(roles) % 2 or roles != ["user", "assistant"] * (len(roles) // 2):
+        return None
+    return [(history[i][1], history[i + 1][1]) for i in range(0, len(history), 2)]
+
+
+def _follow_ups(edited: pd.DataFrame) -> list[tuple[str, str]]:
+    rows = []
+    for user, assistant in zip(edited["user"], edited["assistant"]):
+        user = user if isinstance(user, str) else ""
+        if user.strip():
+            rows.append((user, assistant if isinstance(assistant, str) else ""))
+    return rows[:MAX_FOLLOW_UPS]
+
+
+def _show_request_views(request) -> None:
+    st.subheader("The request your code sends", anchor=False)
+    st.markdown(
+        "Built live from the sidebar settings. Change a slider and the JSON changes; nothing has run yet. "
+        "`top_k`, `min_p` and `repetition_penalty` are extensions of this app (and of vLLM or llama.cpp), "
+        "not OpenAI parameters: the Python snippet sends them in `extra_body`."
+    )
+    tabs = st.tabs(["JSON body", "Raw HTTP", "curl", "Python (openai)", "JavaScript (openai)"])
+    with tabs[0]:
+        st.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json")
+    with tabs[1]:
+        st.caption("What goes over the socket (the key is never shown; the wire uses CRLF line ends).")
+        st.code(render_http_request(request), language="http")
+    with tabs[2]:
+        st.code(render_curl(request), language="bash")
+    with tabs[3]:
+        st.code(render_python(request), language="python")
+    with tabs[4]:
+        st.code(render_javascript(request), language="javascript")
+
+
+def _show_response(journey) -> None:
+    response = journey.response
+    st.subheader("The response after the run", anchor=False)
+    usage = response["usage"]
+    columns = st.columns(4)
+    columns[0].metric("finish_reason", response["choices"][0]["finish_reason"])
+    columns[1].metric("prompt_tokens", f"{usage['prompt_tokens']:,}")
+    columns[2].metric("completion_tokens", f"{usage['completion_tokens']:,}")
+    columns[3].metric("total_tokens", f"{usage['total_tokens']:,}")
+    st.caption("The chat.completion object a non-streamed call returns (id and created come from this run):")
+    st.code(json.dumps(response, ensure_ascii=False, indent=2), language="json")
+
+
+def _show_statelessness(settings, journey) -> None:
+    st.subheader("Statelessness: every turn sends everything again", anchor=False)
+    st.markdown(
+        "The API remembers nothing between calls. To continue a conversation the client sends the whole "
+        "history again, and the model reads all of it again. Turn 1 below is this run: your prompt and "
+        "the model's real answer. Add follow-up messages (the assistant replies are whatever you type: "
+        "the model is not rerun here) and watch each request grow."
+    )
+    pairs = _history_pairs(settings.history)
+    if pairs is None:
+        st.info("The sidebar's earlier turns do not alternate user/assistant, so they are left out here.")
+        pairs = []
+    edited = st.data_editor(
+        FOLLOW_UPS,
+        num_rows="dynamic",
+        key="follow_ups",
+        hide_index=True,
+        column_config={
+            "user": st.column_config.TextColumn("Your next message", width="large"),
+            "assistant": st.column_config.TextColumn("Assistant reply (typed by you)", width="large"),
+        },
+    )
+    turns = pairs + [(settings.prompt, journey.generation.text)] + _follow_ups(edited)
+    system = settings.system_prompt.strip() or None
+    sized = resend_sizes(turns, system=system, model=journey.request.model)
+    counts = [_prompt_tokens(json.dumps(turn.messages, ensure_ascii=False)) for turn in sized]
+    totals, news = [total for total, _ in counts], [new for _, new in counts]
+    st.plotly_chart(
+        resent_tokens_chart(totals, news, [turn.payload_bytes for turn in sized]), key="resent_chart", theme=None
+    )
+    table = pd.DataFrame(
+        {
+            "turn": [turn.turn for turn in sized],
+            "messages sent": [len(turn.messages) for turn in sized],
+            "prompt tokens": totals,
+            "new message tokens": news,
+            "tokens sent again": [total - new for total, new in zip(totals, news)],
+            "JSON body (bytes)": [turn.payload_bytes for turn in sized],
+        }
+    )
+    st.dataframe(table, hide_index=True, key="resent_table")
+    st.caption(
+        "Tokens: each turn's messages through the model's chat template (its default system prompt "
+        "included). Bytes: the compact JSON body of a plain request (model, messages, temperature, top_p, "
+        "max_tokens, stream), so turn 1 is smaller than the request above, which carries all your settings."
+    )
+    with st.expander(f"The messages of turn {sized[-1].turn}, the last request"):
+        st.code(json.dumps(sized[-1].messages, ensure_ascii=False, indent=2), language="json")
+
+
+def _remote_form(request) -> None:
+    st.subheader("Send it for real", anchor=False)
+    st.markdown(
+        "Send this request to any OpenAI-compatible server (this app's own `/v1`, OpenAI, vLLM, llama.cpp, "
+        "Ollama…) and see the exchange raw. Your key stays in this browser session's memory: it is sent "
+        "only in the `Authorization` header and is never logged, stored or put in the URL."
+    )
+    with st.form("remote"):
+        base_url = st.text_input("Base URL", DEFAULT_BASE_URL, key="remote_base_url")
+        model = st.text_input("Model", request.model, key="remote_model")
+        api_key = st.text_input("API key", type="password", key="remote_api_key", autocomplete="off")
+        stream = st.checkbox("Stream the answer (server-sent events)", True, key="remote_stream")
+        standard = st.checkbox(
+            "Leave out this app's extensions (top_k, min_p, repetition_penalty): OpenAI refuses them",
+            False, key="remote_standard",
+        )
+        sent = st.form_submit_button("Send", icon=":material/send:", key="remote_send")
+    if sent:
+        payload = _request_payload(request, model, stream, standard)
+        with st.spinner(f"Waiting for {base_url.strip()[:80]}…", show_time=True):
+            st.session_state["remote_exchange"] = send_chat_completion(base_url, payload, api_key or None)
+    exchange = st.session_state.get("remote_exchange")
+    if exchange is not None:
+        _show_exchange(exchange)
+
+
+def _request_payload(request, model: str, stream: bool, standard: bool) -> dict:
+    payload = {**request.to_payload(), "model": model.strip(), "stream": stream}
+    payload.pop("stream_options", None)
+    if stream and request.include_usage:
+        payload["stream_options"] = {"include_usage": True}
+    if standard:
+        for name in EXTENSIONS:
+            payload.pop(name, None)
+    return payload
+
+
+def _frame_summary(frame) -> str:
+    """What one SSE frame carries, in a few words: the text delta, the role, the finish reason, usage."""
+    data = frame.data
+    if data is None:
+        return frame.raw.removeprefix("data:").strip()[:FRAME_CHARS]
+    if "error" in data:
+        return f"error: {data['error']}"[:FRAME_CHARS]
+    choices = data.get("choices") or []
+    if not choices:
+        return f"usage: {json.dumps(data.get('usage'))}"
+    delta = choices[0].get("delta") or {}
+    if delta.get("content"):
+        return json.dumps(delta["content"], ensure_ascii=False)
+    if choices[0].get("finish_reason"):
+        return f"finish_reason: {choices[0]['finish_reason']}"
+    return f"role: {delta.get('role')}" if delta.get("role") else "(empty delta)"
+
+
+def _show_exchange(exchange) -> None:
+    if exchange.error:
+        st.error(f"No HTTP answer from {exchange.url}: {exchange.error}", icon=":material/cloud_off:")
+        return
+    columns = st.columns(4)
+    columns[0].metric("HTTP status", exchange.status)
+    columns[1].metric("Total time", f"{exchange.seconds * 1000:,.0f} ms")
+    ttft = exchange.ttft
+    columns[2].metric("Time to first token", "—" if ttft is None else f"{ttft * 1000:,.0f} ms")
+    columns[3].metric("SSE frames", len(exchange.frames))
+    if exchange.truncated:
+        st.warning("The answer was longer than this page records; the rest was cut off.")
+    request_text = "\n".join(
+        [f"POST {exchange.url}"] + [f"{name}: {value}" for name, value in exchange.request_headers.items()]
+        + ["", json.dumps(exchange.request_body, ensure_ascii=False, indent=2)]
+    )
+    st.caption("Sent:")
+    st.code(request_text, language="http")
+    st.caption("Received (status line and headers, then the body):")
+    body = "" if exchange.streamed else exchange.body
+    st.code(render_http_response(exchange.status, exchange.response_headers, body), language="http", wrap_lines=True)
+    if exchange.streamed:
+        frames = exchange.frames[:MAX_FRAMES_SHOWN]
+        if len(exchange.frames) > len(frames):
+            st.caption(f"The first {len(frames)} of {len(exchange.frames)} frames:")
+        times = [frame.at for frame in frames]
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "arrived (ms)": [round(at * 1000, 1) for at in times],
+                    "gap (ms)": [round((at - before) * 1000, 1) for before, at in zip([0.0] + times, times)],
+                    "carries": [_frame_summary(frame) for frame in frames],
+                    "frame as received": [frame.raw[:FRAME_CHARS] for frame in frames],
+                }
+            ),
+            hide_index=True,
+            key="remote_frames",
+        )
+    if exchange.text:
+        st.caption("The answer's text:")
+        show_text(exchange.text, limit=4000)
+
+
+with stage_page("request") as settings:
+    journey = cached_journey(settings)
+    request = _request(settings, stream=True)
+    body_bytes = len(request.wire_body())
+    usage = journey.response["usage"]
+    lesson(
+        f"Your settings became a JSON body of **{body_bytes:,} bytes** holding **{len(request.messages)} "
+        f"message(s)** and {len(request.to_payload()) - 2} parameters. The server turned those messages into "
+        f"**{usage['prompt_tokens']:,} prompt tokens** (chat template included) and answered with "
+        f"**{usage['completion_tokens']:,} tokens**, stopping with finish_reason "
+        f"**{journey.response['choices'][0]['finish_reason']}**. That body is all the model gets: the API keeps "
+        "no memory of earlier calls, so a conversation is sent again in full on every turn."
+    )
+    _show_request_views(request)
+    _show_response(journey)
+    _show_statelessness(settings, journey)
+    _remote_form(request)
