@@ -6,35 +6,51 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import MUTED, OKABE_ITO, TEMPLATE, axis_title
+
+# One colour per phase of ui/stages.py; the app's own inspection pass is grey: not part of a real call.
+PHASE_COLOURS = {
+    "The client and the API": OKABE_ITO[0],
+    "Inside the model": OKABE_ITO[1],
+    "Back to the client": OKABE_ITO[2],
+    "Extra: this app only": MUTED,
+}
 
 
-def latency_waterfall(durations: Sequence[tuple[str, float]]) -> go.Figure:
+def latency_waterfall(durations: Sequence[tuple[str, float]], phases: Sequence[str] | None = None) -> go.Figure:
     """Horizontal waterfall of (stage name, seconds) in order: each bar starts where the last ended.
 
-    Times are shown in milliseconds; the first stage is at the top.
+    Times are shown in milliseconds; the first stage is at the top. ``phases`` (one per stage,
+    keys of PHASE_COLOURS) colours the bars by phase, with a legend; the bars stay one trace.
     """
     names = [name for name, _ in durations]
     widths = [seconds * 1000 for _, seconds in durations]
     starts = [sum(widths[:i]) for i in range(len(widths))]
+    colours = [PHASE_COLOURS.get(p, OKABE_ITO[0]) for p in phases] if phases else OKABE_ITO[0]
     figure = go.Figure(
         go.Bar(
             y=names,
             x=widths,
             base=starts,
             orientation="h",
-            marker_color=OKABE_ITO[0],
+            marker_color=colours,
             text=[f"{w:,.1f} ms" for w in widths],
             textposition="outside",
             cliponaxis=False,
             hovertemplate="%{y}: %{x:,.1f} ms<extra></extra>",
+            showlegend=False,
         )
     )
+    for phase in dict.fromkeys(phases or ()):  # legend entries only: no data of their own
+        figure.add_trace(go.Bar(x=[None], y=[None], name=phase, marker_color=PHASE_COLOURS.get(phase, OKABE_ITO[0]),
+                                orientation="h", showlegend=True, hoverinfo="skip"))
     figure.update_layout(
         template=TEMPLATE,
         xaxis_title=axis_title("Time since the request started", "ms"),
         yaxis=dict(autorange="reversed", title=None),
-        height=max(260, 48 * len(names) + 120),
-        showlegend=False,
+        height=max(260, 40 * len(names) + 160),
+        showlegend=bool(phases),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+        barmode="overlay",
     )
     return figure

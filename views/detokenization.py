@@ -1,6 +1,145 @@
-"""Detokenization and response page: token ids back to bytes and text, and the final response object."""
+"""Detokenization and response page: token ids back to bytes and text, and the final response object.
 
-from ui.frame import stage_page
+The journey's generated ids are pushed one by one through ``lifecycle.detokenize``; a button runs
+the same on the model's own ids for a text with emoji, whose characters span several tokens, so
+held-back incomplete UTF-8 is visible even when this run's answer has none.
+"""
+
+import pandas as pd
+import streamlit as st
+
+from charts.detokenization import bytes_per_token
+from lifecycle.detokenize import DetokenizedStep, detokenize, token_display
+from lifecycle.stream import assemble
+from lifecycle.tokenize import encode_plain
+from ui.cache import cached_journey
+from ui.frame import lesson, loaded_model, stage_page
+
+SPLIT_EXAMPLE = "I love 🦀 and 🍣"
+EXAMPLE = "detokenization_example"  # session state: the split-character example is open
+MAX_EXAMPLE_CHARS = 200
+TABLE_ROWS = 300
+CHART_TOKENS = 60
+
+
+def _hex(data: bytes) -> str:
+    return data.hex(" ") if data else ""
+
+
+def _table(steps: list[DetokenizedStep]) -> pd.DataFrame:
+    shown = steps[:TABLE_ROWS]
+    return pd.DataFrame({
+        "Step": range(1, len(shown) + 1),
+        "Id": [s.token_id for s in shown],
+        "Bytes (hex)": [_hex(s.bytes) for s in shown],
+        "Token alone": [token_display(s.bytes) for s in shown],
+        "Decoded alone (naive)": [s.bytes.decode("utf-8", errors="replace") for s in shown],
+        "Emitted": [("(special: not content)" if s.special else repr(s.emitted)) for s in shown],
+        "Held back (hex)": [_hex(s.held) for s in shown],
+        "Code points emitted": [" ".join(f"U+{ord(c):04X}" for c in s.emitted if not c.isascii()) for s in shown],
+    })
+
+
+def _chart(steps: list[DetokenizedStep], key: str) -> None:
+    shown = steps[:CHART_TOKENS]
+    labels = [f"{i + 1}: {token_display(s.bytes)}" for i, s in enumerate(shown)]
+    st.plotly_chart(bytes_per_token(labels, [len(s.bytes) for s in shown], [len(s.held) for s in shown]), key=key, theme=None)
+    if len(steps) > CHART_TOKENS:
+        st.caption(f"The chart shows the first {CHART_TOKENS} of {len(steps)} tokens.")
+
+
+def _steps_view(steps: list[DetokenizedStep], key: str) -> None:
+    st.dataframe(_table(steps), hide_index=True)
+    if len(steps) > TABLE_ROWS:
+        st.caption(f"The first {TABLE_ROWS} of {len(steps)} tokens are listed.")
+    _chart(steps, key)
+
+
+def _lesson(journey) -> None:
+    steps = journey.detokenized
+    waits = sum(1 for s in steps if s.held)
+    special = sum(1 for s in steps if s.special)
+    total_bytes = sum(len(s.bytes) for s in steps if not s.special)
+    held_note = (f"**{waits}** of them ended inside a character, so their bytes were **held back** until the next "
+                 "token completed it" if waits else
+                 "none of them split a character, so nothing had to be held back (the example below has some)")
+    lesson(
+        f"The model never produces text: it produced **{len(steps)} token ids**. Each id stands for a run of bytes "
+        f"(**{total_bytes} bytes** of content in all), and the bytes are UTF-8 text only once a whole character "
+        f"is there: {held_note}. {f'{special} special token(s) (end of turn) were left out of the content. ' if special else ''}"
+        f"The text became the `content` of the final response: **{len(journey.generation.text):,} characters**, "
+        f"`finish_reason` **{journey.generation.finish_reason}**, and usage of "
+        f"**{journey.response['usage']['total_tokens']} tokens** ({journey.response['usage']['prompt_tokens']} "
+        f"prompt + {journey.response['usage']['completion_tokens']} completion)."
+    )
+
+
+def _open_example() -> None:
+    st.session_state[EXAMPLE] = True
+
+
+def _split_example(loaded) -> None:
+    st.subheader("A character split across tokens", anchor=False)
+    if not st.session_state.get(EXAMPLE):
+        st.button("Show a split-character example", on_click=_open_example, icon=":material/call_split:")
+        return
+    text = st.text_input("Example text", SPLIT_EXAMPLE, max_chars=MAX_EXAMPLE_CHARS, key="detokenization_text")
+    if not text:
+        st.info("Type some text to detokenize.")
+        return
+    ids = encode_plain(text)
+    steps = detokenize(ids, loaded)
+    split = sum(1 for s in steps if s.held)
+    st.markdown(
+        f"The model's tokenizer cuts this text into **{len(ids)} tokens**; **{split}** of them end inside a "
+        "character. Decoded alone, such a token is invalid UTF-8 (the naive column shows the replacement "
+        "character �); the detokenizer holds its bytes back and emits the character once it is complete."
+        if split else
+        f"The model's tokenizer cuts this text into **{len(ids)} tokens**, none of which splits a character. "
+        "Try an emoji or a rare CJK character."
+    )
+    _steps_view(steps, key="example_chart")
+
+
+def _raw_and_rendered(text: str) -> None:
+    st.subheader("Raw text and rendered Markdown", anchor=False)
+    st.markdown("The API returns plain text; Markdown is the client's choice. Rendered here without HTML: any tag "
+                "in the answer shows as text and never runs.")
+    raw, rendered = st.columns(2, border=True)
+    with raw:
+        st.caption("Raw content, as the client receives it")
+        st.code(text, language=None, wrap_lines=True)
+    with rendered:
+        st.caption("Rendered as Markdown")
+        st.markdown(text)
+
+
+def _response(journey) -> None:
+    st.subheader("The final response object", anchor=False)
+    response = journey.response
+    chunks = [e.data for e in journey.stream if e.data is not None]
+    streamed_text, streamed_finish, streamed_usage = assemble(chunks)
+    st.markdown(
+        f"`finish_reason`: **{response['choices'][0]['finish_reason']}**; `usage.completion_tokens` = "
+        f"**{response['usage']['completion_tokens']}** = the number of tokens generated "
+        f"({len(journey.generation.steps)}). The same run's stream, joined back together, "
+        + ("gives exactly this content and finish_reason." if (streamed_text, streamed_finish) ==
+           (response["choices"][0]["message"]["content"], response["choices"][0]["finish_reason"])
+           else "**differs** from this content.")
+    )
+    st.json(response)
+    if streamed_usage is None:
+        st.caption("The stream itself carried no usage (include_usage is off); a non-streamed response always has it.")
+
 
 with stage_page("detokenization") as settings:
-    pass  # the stage's lesson and views go here (computed with lifecycle, drawn with charts)
+    journey = cached_journey(settings)
+    loaded = loaded_model()
+    _lesson(journey)
+    st.subheader("This answer, token by token", anchor=False)
+    st.markdown("Ids → bytes → text: each generated token's bytes, what the detokenizer emitted when it arrived, "
+                "and the bytes of an unfinished character it held back.")
+    _steps_view(journey.detokenized, key="answer_chart")
+    _split_example(loaded)
+    _raw_and_rendered(journey.generation.text)
+    _response(journey)

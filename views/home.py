@@ -1,45 +1,133 @@
-"""Home: the journey map. Every stage of one chat-completions call, grouped by phase, with links."""
+"""Home: the journey map. Every stage of this prompt's call, timed, grouped by phase, with a link into each page."""
 
 import streamlit as st
 
+from charts.journey import latency_waterfall
 from lifecycle.errors import LifecycleError
 from lifecycle.model import ModelLoadError
+from ui.cache import cached_journey
 from ui.frame import APP_TITLE, lesson, loaded_model, show_prompt
 from ui.settings import current_settings
 from ui.stages import PHASES
 
-st.title(APP_TITLE, anchor=False)
-lesson(
-    "When your code calls a chat-completions API, one prompt travels through a dozen stages: "
-    "it is packed into a JSON request, checked by a gateway, cut into tokens, wrapped in a chat "
-    "template, turned into vectors, pushed through the model one token at a time, sampled, "
-    "streamed back and decoded into text. Every page of this app follows **the same prompt** "
-    "through one stage, computed live on a real small model running on this machine. Set the "
-    "prompt and the sampling settings once in the sidebar; the URL carries them, so a copied "
-    "link reopens the same page with the same prompt."
-)
+INSPECTION = "Extra: this app only"
+DECODE_BARS = 24  # decode steps drawn one by one; the rest are folded into one bar
+MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()<>#+-.!|~:$=\"'")
 
+
+def _ms(seconds: float) -> str:
+    if seconds < 0.001:
+        return f"{seconds * 1000:.2f} ms"
+    return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
+def _literal(text: str) -> str:
+    """Model text inside a caption (which renders Markdown): every punctuation mark escaped, so it stays literal."""
+    return "".join(f"\\{c}" if c in MARKDOWN_PUNCTUATION else c for c in text)
+
+
+def _phase(stage: str) -> str:
+    if stage == "request":
+        return "The client and the API"
+    if stage == "inspection pass":
+        return INSPECTION
+    if stage.startswith("decode") or stage == "detokenization":
+        return "Back to the client"
+    return "Inside the model"
+
+
+def _bars(timings) -> tuple[list[tuple[str, float]], list[str], int]:
+    """(label, seconds) bars in order, their phases, and how many decode steps were folded into one bar."""
+    shown = [t for t in timings if not (t.stage.startswith("decode ") and int(t.stage.split()[1]) > DECODE_BARS)]
+    folded = [t.seconds for t in timings if t not in shown]
+    bars = [("inspection pass (extra, this app only)" if t.stage == "inspection pass" else t.stage, t.seconds)
+            for t in shown]
+    phases = [_phase(t.stage) for t in shown]
+    if folded:
+        at = max(i for i, t in enumerate(shown) if t.stage.startswith("decode ")) + 1
+        bars.insert(at, (f"decode {DECODE_BARS + 1}–{DECODE_BARS + len(folded)}", sum(folded)))
+        phases.insert(at, "Back to the client")
+    return bars, phases, len(folded)
+
+
+def _stage_lines(journey, model) -> dict[str, str]:
+    """One line per page with this run's own figure."""
+    time = {t.stage: t.seconds for t in journey.timings}
+    generation, metrics = journey.generation, journey.stream_metrics
+    steps = len(generation.steps)
+    mean_step = generation.decode_seconds / steps if steps else 0.0
+    top = journey.next_token.top(1)[0]
+    prompt_ids = len(journey.rendered.ids)
+    usage_note = "with a usage chunk" if journey.input.include_usage else "no usage chunk"
+    return {
+        "request": f"{len(journey.request.messages)} message(s), stream=true, max_tokens={journey.input.max_tokens}; "
+                   f"built in {_ms(time['request'])}",
+        "gateway": "Key check, rate limit, routing and call log: not part of this timed run (see the page)",
+        "tokenization": f"{journey.prompt_tokens.count} tokens in {_ms(time['tokenization'])}",
+        "context-window": f"Chat template: {prompt_ids} tokens in all ({prompt_ids - journey.prompt_tokens.count} "
+                          f"added by the template) of {journey.budget.window:,}; {_ms(time['chat template'])}",
+        "embeddings": f"{prompt_ids} vectors of {journey.forward.embeddings.shape[-1]} numbers",
+        "attention": f"{model.num_layers} layers × {model.num_heads} heads; inspection pass "
+                     f"{_ms(time['inspection pass'])} (an extra pass this app runs for these views)",
+        "next-token": f"Top guess {_literal(repr(top.text))} at {top.probability:.1%} of {model.vocab_size:,} tokens",
+        "sampling": f"{journey.sampled.kept:,} of {model.vocab_size:,} tokens left in play after sampling",
+        "generation": f"Prefill: {prompt_ids} tokens in {_ms(generation.prefill_seconds)}. Decode: {steps} tokens, "
+                      f"{_ms(mean_step)} each on average ({generation.finish_reason})",
+        "streaming": f"{len(journey.stream)} SSE events ({usage_note}), TTFT {_ms(metrics.ttft)}, "
+                     f"{metrics.tokens_per_second:,.1f} tokens/s",
+        "detokenization": f"{steps} tokens → {len(generation.text):,} characters in {_ms(time['detokenization'])}",
+    }
+
+
+def _lesson(journey) -> None:
+    time = {t.stage: t.seconds for t in journey.timings}
+    total = journey.total_seconds
+    model_time = journey.generation.prefill_seconds + journey.generation.decode_seconds
+    lesson(
+        f"Your prompt went through every stage in **{_ms(total)}** on this machine's CPU. Building the request, "
+        f"tokenizing ({_ms(time['tokenization'])}), applying the chat template and detokenizing took "
+        f"milliseconds; the model's own work — the prefill of {len(journey.rendered.ids)} prompt tokens and "
+        f"{len(journey.generation.steps)} decode steps — took **{_ms(model_time)}**. This app also runs one "
+        f"**inspection pass** ({_ms(time['inspection pass'])}) to capture attention for its pages; a normal API call "
+        "skips it. Every page follows **the same prompt** through one stage; the sidebar sets it once and the "
+        "URL carries it, so a copied link reopens the same page with the same prompt."
+    )
+
+
+st.title(APP_TITLE, anchor=False)
+journey = model = None
 try:
     settings = current_settings()
-except LifecycleError as error:
-    st.error(error.message, icon=":material/error:")
-else:
     show_prompt(settings.prompt)
-
-try:
     model = loaded_model()
-except ModelLoadError as error:
+    journey = cached_journey(settings)
+except (LifecycleError, ModelLoadError) as error:
     st.error(str(error), icon=":material/error:")
-else:
+
+if journey is not None:
+    _lesson(journey)
     st.caption(
         f"Model: {model.name}, {model.num_layers} layers, {model.num_heads} attention heads, "
         f"{model.vocab_size:,} tokens in its vocabulary, a context window of {model.context_window:,} "
         f"tokens; loaded in {model.load_seconds:.1f} s on CPU."
     )
 
+lines = _stage_lines(journey, model) if journey is not None else {}
 for column, (phase, pages) in zip(st.columns(len(PHASES), border=True), PHASES.items()):
     with column:
         st.subheader(phase, anchor=False)
         for page in pages:
             st.page_link(page.script, label=page.title, icon=page.icon)
-            st.caption(page.summary)
+            st.caption(lines.get(page.url_path, page.summary))
+
+if journey is not None:
+    st.subheader("Where the latency lives", anchor=False)
+    bars, phases, folded = _bars(journey.timings)
+    st.plotly_chart(latency_waterfall(bars, phases), key="waterfall", theme=None)
+    if folded:
+        st.caption(f"Decode steps {DECODE_BARS + 1}–{DECODE_BARS + folded} ({folded} steps) are drawn as one bar.")
+    st.caption(
+        "Each bar starts where the previous stage ended. The grey bar is the extra inspection pass this app runs "
+        "for its attention and logit-lens views; a real API call does not have it. The gateway runs no model and "
+        "is not timed here."
+    )

@@ -1,6 +1,203 @@
-"""Streaming page: the server-sent events of a streamed answer, with their timing."""
+"""Streaming page: the server-sent events of a streamed answer, with their timing, live and recorded.
 
-from ui.frame import stage_page
+"Stream it live" runs a fresh generation with ``lifecycle.stream.stream_completion`` and writes
+each SSE frame into the page as it is produced; beside it a non-streaming client's panel stays
+empty until the whole answer exists. Both panels are fed by the same generation.
+"""
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from charts.streaming import event_timeline, inter_token_latency
+from lifecycle.request import build_response, new_completion_id
+from lifecycle.stream import StreamEvent, assemble, stream_completion, stream_metrics
+from ui.cache import cached_journey
+from ui.frame import lesson, loaded_model, show_text, stage_page
+
+LIVE = "streaming_live"  # session state: the last live run (settings, events, wait) so a rerun still shows it
+TABLE_EVENTS = 200
+WIRE_EVENTS = 60
+LIVE_TAIL = 8  # frames kept visible in the live panel while streaming
+
+
+def event_kind(event: StreamEvent) -> str:
+    data = event.data
+    if data is None:
+        return "done"
+    if "error" in data:
+        return "error"
+    choices = data.get("choices") or []
+    if not choices:
+        return "usage"
+    delta = choices[0].get("delta") or {}
+    if choices[0].get("finish_reason"):
+        return "finish"
+    return "role" if "role" in delta else "content"
+
+
+def _delta(event: StreamEvent) -> str:
+    choices = (event.data or {}).get("choices") or []
+    return (choices[0].get("delta") or {}).get("content", "") if choices else ""
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f} ms"
+
+
+def _frames_table(events: list[StreamEvent]) -> pd.DataFrame:
+    shown = events[:TABLE_EVENTS]
+    return pd.DataFrame({
+        "#": range(1, len(shown) + 1),
+        "At (ms)": [round(e.at * 1000, 1) for e in shown],
+        "Since previous (ms)": [round((e.at - (shown[i - 1].at if i else 0.0)) * 1000, 1) for i, e in enumerate(shown)],
+        "Kind": [event_kind(e) for e in shown],
+        "Content delta": [repr(_delta(e)) if event_kind(e) == "content" else "" for e in shown],
+        "Bytes on the wire": [len(e.sse.encode()) for e in shown],
+    })
+
+
+def _wire(events: list[StreamEvent], limit: int = WIRE_EVENTS) -> str:
+    text = "".join(e.sse for e in events[:limit])
+    if len(events) > limit:
+        text += f"… ({len(events) - limit} more events not shown)\n"
+    return text
+
+
+def _stamped(events: list[StreamEvent]) -> str:
+    """Frames one per line, each after the time it was produced (ms since the request)."""
+    return "\n".join(f"[{e.at * 1000:9.1f} ms] {e.sse.strip()}" for e in events[:TABLE_EVENTS])
+
+
+def _lesson(journey) -> None:
+    m, events = journey.stream_metrics, journey.stream
+    contents = sum(event_kind(e) == "content" for e in events)
+    lesson(
+        f"With `stream: true` the answer did not arrive as one JSON body but as **{len(events)} server-sent "
+        f"events**, each a `data:` line sent the moment it existed: a role chunk at once, then **{contents} content "
+        f"deltas**, a finish chunk{', a usage chunk' if journey.input.include_usage else ''} and `data: [DONE]`. "
+        f"The first text reached the client after **{_ms(m.ttft)}** (time to first token: mostly the prefill of "
+        f"{len(journey.rendered.ids)} prompt tokens), then a new piece every **{_ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
+        f"on average (**{m.tokens_per_second:,.1f} tokens/s**). A non-streaming client would have waited "
+        f"**{_ms(m.total_seconds)}** for anything at all."
+    )
+
+
+def _metrics(metrics) -> None:
+    columns = st.columns(4)
+    columns[0].metric("Time to first token", _ms(metrics.ttft))
+    gaps = metrics.inter_token
+    columns[1].metric("Mean inter-token latency", _ms(sum(gaps) / len(gaps)) if gaps else "n/a")
+    columns[2].metric("Tokens per second", f"{metrics.tokens_per_second:,.1f}")
+    columns[3].metric("Whole stream", _ms(metrics.total_seconds))
+
+
+def _usage(journey) -> None:
+    st.subheader("The usage chunk", anchor=False)
+    usage = [e.data for e in journey.stream if event_kind(e) == "usage"]
+    if journey.input.include_usage:
+        st.markdown(
+            '`stream_options: {"include_usage": true}` is on (sidebar: *Stream usage chunk*): the last chunk before '
+            "`[DONE]` has empty `choices` and the token counts, and every earlier chunk says `\"usage\": null`."
+        )
+        if usage:
+            st.json(usage[-1])
+    else:
+        st.info(
+            "include_usage is off (sidebar: *Stream usage chunk*): this stream has **no usage chunk**, "
+            "the finish chunk is followed directly by `[DONE]`, and a streaming client cannot learn how many tokens "
+            "it was billed for without counting them itself. Turn it on to see the extra chunk.",
+            icon=":material/info:",
+        )
+
+
+def _run_live(journey, settings, loaded) -> dict:
+    """Stream a fresh generation into the page frame by frame; return what the session keeps of it."""
+    area = st.empty()
+    with area.container():
+        left, right = st.columns(2, border=True)
+        with left:
+            st.markdown("**Streaming client** (`stream: true`)")
+            text_box, frames_box = st.empty(), st.empty()
+        with right:
+            st.markdown("**Non-streaming client** (`stream: false`)")
+            waiting = st.empty()
+    started = time.perf_counter()
+    events = []
+    stream = stream_completion(
+        loaded, journey.rendered.ids, settings.sampling(), settings.max_tokens, loaded.name, new_completion_id(),
+        settings.include_usage, started=started,
+    )
+    for event in stream:
+        events.append(event)
+        with text_box.container():
+            st.text("".join(_delta(e) for e in events) or "…")
+        frames_box.code(_stamped(events[-LIVE_TAIL:]), language=None)
+        waiting.info(f"Waiting for the whole answer: nothing to show yet ({time.perf_counter() - started:,.1f} s so far).",
+                     icon=":material/hourglass_top:")
+    live = {"settings": settings, "events": events, "wait": time.perf_counter() - started}
+    with area.container():
+        _show_live(live, loaded.name)
+    return live
+
+
+def _show_live(live: dict, model_name: str) -> None:
+    events = live["events"]
+    chunks = [e.data for e in events if e.data is not None]
+    text, finish_reason, usage = assemble(chunks)
+    metrics = stream_metrics(events)
+    left, right = st.columns(2, border=True)
+    with left:
+        st.markdown("**Streaming client** (`stream: true`)")
+        show_text(text, limit=4000)
+        st.caption(f"{len(events)} frames; first text after {_ms(metrics.ttft)}, "
+                   f"{metrics.tokens_per_second:,.1f} tokens/s.")
+        st.code(_stamped(events), language=None, height=320)
+    with right:
+        st.markdown("**Non-streaming client** (`stream: false`)")
+        show_text(text, limit=4000)
+        st.caption(f"Nothing at all for {_ms(live['wait'])}, then the whole answer in one body.")
+        st.json(build_response(
+            completion_id=chunks[0]["id"], model=model_name, text=text, finish_reason=finish_reason or "cancelled",
+            prompt_tokens=(usage or {}).get("prompt_tokens", 0) or 0,
+            completion_tokens=(usage or {}).get("completion_tokens", 0) or 0, created=chunks[0]["created"],
+        ), expanded=False)
+        if usage is None:
+            st.caption("Without include_usage the stream carried no token counts, so usage here shows 0.")
+
 
 with stage_page("streaming") as settings:
-    pass  # the stage's lesson and views go here (computed with lifecycle, drawn with charts)
+    journey = cached_journey(settings)
+    loaded = loaded_model()
+    _lesson(journey)
+    _metrics(journey.stream_metrics)
+
+    st.subheader("Watch it stream", anchor=False)
+    st.markdown(
+        "Runs the same request again on the model and writes every SSE frame the moment it is produced. "
+        "Beside it, a client that asked for `stream: false` sees nothing until the last token is done. "
+        "Both panels are fed by this one generation."
+    )
+    live = st.session_state.get(LIVE)
+    if st.button("Stream it live", icon=":material/play_arrow:", type="primary"):
+        st.session_state[LIVE] = _run_live(journey, settings, loaded)
+    elif live is not None and live["settings"] == settings:
+        st.caption("Your last live run:")
+        _show_live(live, loaded.name)
+
+    st.subheader("The recorded stream of this run", anchor=False)
+    events = journey.stream
+    st.plotly_chart(event_timeline([e.at for e in events], [event_kind(e) for e in events]), key="timeline", theme=None)
+    st.dataframe(_frames_table(events), hide_index=True)
+    if len(events) > TABLE_EVENTS:
+        st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")
+    st.plotly_chart(inter_token_latency(journey.stream_metrics.inter_token), key="gaps", theme=None)
+    st.caption("Each gap is one decode step of the model (one token through all layers, with the KV cache) plus "
+               "the time to turn it into a frame. A gap can hold two tokens when a character spans both.")
+
+    st.subheader("On the wire", anchor=False)
+    st.markdown("The raw response body, exactly as the client reads it: one `data:` line per event, a blank line "
+                "after each.")
+    st.code(_wire(events), language=None, wrap_lines=True, height=480)
+    _usage(journey)

@@ -1,0 +1,53 @@
+"""Detokenization page: ids -> bytes -> text for the answer and for a split emoji, and the response object."""
+
+import ast
+import json
+
+import pytest
+
+from lifecycle.tokenize import encode_plain
+
+PROMPT = "Say hi."
+MAX_TOKENS = 3
+EMOJI = "I love 🦀 and 🍣"
+
+
+@pytest.fixture(scope="module")
+def page(loaded):
+    from tests.pages.harness import run_page
+
+    return run_page("detokenization", prompt=PROMPT, temperature=0, max_tokens=MAX_TOKENS)
+
+
+def _tables(app):
+    return [frame.value for frame in app.dataframe if "Held back (hex)" in frame.value.columns]
+
+
+def test_answer_tokens_bytes_and_text_add_up_to_the_response(page, loaded):
+    assert not page.exception and not page.error
+    (table,) = _tables(page)
+    response = next(json.loads(j.value) for j in page.json if "chat.completion" in str(j.value))
+    content = response["choices"][0]["message"]["content"]
+    assert len(table) == MAX_TOKENS == response["usage"]["completion_tokens"]
+    assert response["choices"][0]["finish_reason"] == "length"
+    assert "".join(ast.literal_eval(e) for e in table["Emitted"]) == content
+    assert loaded.tokenizer.decode(list(table["Id"])) == content  # the tokenizer's own decode agrees
+    for ids_hex, token_id in zip(table["Bytes (hex)"], table["Id"]):
+        assert bytes.fromhex(ids_hex) == loaded.tokenizer.decode([int(token_id)]).encode()
+    assert any(code.value == content for code in page.code)  # the raw text
+    assert any(m.value == content for m in page.markdown)  # the rendered Markdown
+
+
+def test_split_character_example_shows_held_back_bytes(page):
+    button = next(b for b in page.button if b.label == "Show a split-character example")
+    app = button.click().run()
+    assert not app.exception and not app.error
+    example = _tables(app)[1]
+    ids = encode_plain(EMOJI)
+    assert list(example["Id"]) == ids
+    crab = "🦀".encode()
+    row = list(example["Emitted"]).index(repr("🦀"))
+    assert example["Held back (hex)"][row] == ""
+    assert bytes.fromhex(example["Held back (hex)"][row - 1]) == crab[: len(crab) - len(bytes.fromhex(example["Bytes (hex)"][row]))]
+    assert "\ufffd" in example["Decoded alone (naive)"][row - 1]
+    assert "".join(ast.literal_eval(e) for e in example["Emitted"]) == EMOJI

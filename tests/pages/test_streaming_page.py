@@ -1,0 +1,72 @@
+"""Streaming page: the recorded frames, their timing figures, the live stream and the usage chunk."""
+
+import ast
+import json
+
+import pytest
+
+from lifecycle.context import Conversation, render_prompt
+
+PROMPT = "Say hi."
+MAX_TOKENS = 3
+
+
+@pytest.fixture(scope="module")
+def page(loaded):
+    from tests.pages.harness import run_page
+
+    return run_page("streaming", prompt=PROMPT, temperature=0, max_tokens=MAX_TOKENS)
+
+
+def _frames(app):
+    return next(frame.value for frame in app.dataframe if "Kind" in frame.value.columns)
+
+
+def _chart(app, key):
+    return json.loads(next(c for c in app.get("plotly_chart") if c.proto.id.endswith(key)).proto.spec)
+
+
+def test_recorded_frames_follow_the_streaming_protocol(page):
+    assert not page.exception and not page.error
+    frames = _frames(page)
+    assert list(frames["Kind"]) == ["role", *["content"] * MAX_TOKENS, "finish", "usage", "done"]
+    assert list(frames["At (ms)"]) == sorted(frames["At (ms)"])
+    wire = next(code.value for code in page.code if code.value.startswith("data: {"))
+    assert wire.count("data: ") == len(frames) and wire.rstrip("\n").endswith("\n\ndata: [DONE]")
+    usage = next(j for j in page.json if "prompt_tokens" in str(j.value))
+    assert json.loads(usage.value)["usage"] == {
+        "prompt_tokens": len(render_prompt(Conversation(new_message=PROMPT)).ids),
+        "completion_tokens": MAX_TOKENS,
+        "total_tokens": len(render_prompt(Conversation(new_message=PROMPT)).ids) + MAX_TOKENS,
+    }
+
+
+def test_ttft_and_gaps_are_the_frames_own_timestamps(page):
+    frames = _frames(page)
+    content_at = list(frames[frames["Kind"] == "content"]["At (ms)"])
+    metrics = {m.proto.label: m.proto.body for m in page.get("metric")}
+    assert float(metrics["Time to first token"].removesuffix(" ms").replace(",", "")) == pytest.approx(content_at[0], abs=1)
+    gaps = _chart(page, "gaps")["data"][0]["y"]
+    assert gaps == pytest.approx([b - a for a, b in zip(content_at, content_at[1:])], abs=0.2)
+    timeline = {t["name"]: t for t in _chart(page, "timeline")["data"]}
+    assert timeline["content"]["x"] == pytest.approx(content_at, abs=0.1)
+
+
+def test_stream_it_live_streams_the_same_greedy_answer(page):
+    recorded = "".join(ast.literal_eval(d) for d in _frames(page)["Content delta"] if d)
+    button = next(b for b in page.button if b.label == "Stream it live")
+    app = button.click().run()
+    assert not app.exception and not app.error
+    assert [t.value for t in app.text].count(recorded) == 2  # the streaming and the non-streaming panel
+    assert any("Nothing at all for" in c.value for c in app.caption)
+    response = next(json.loads(j.value) for j in app.json if "chat.completion" in str(j.value))
+    assert response["object"] == "chat.completion" and response["choices"][0]["message"]["content"] == recorded
+
+
+def test_without_include_usage_there_is_no_usage_chunk(loaded):
+    from tests.pages.harness import run_page
+
+    app = run_page("streaming", prompt=PROMPT, temperature=0, max_tokens=2, include_usage=False)
+    assert not app.exception and not app.error
+    assert list(_frames(app)["Kind"]) == ["role", "content", "content", "finish", "done"]
+    assert any("no usage chunk" in i.value for i in app.info)
