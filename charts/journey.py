@@ -52,5 +52,6 @@ def latency_waterfall(durations: Sequence[tuple[str, float]], phases: Sequence[s
         showlegend=bool(phases),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
         barmode="overlay",
+        margin=dict(r=120),  # room for the last bar's label
     )
     return figure

@@ -128,6 +128,7 @@ if journey is not None:
         st.caption(f"Decode steps {DECODE_BARS + 1}–{DECODE_BARS + folded} ({folded} steps) are drawn as one bar.")
     st.caption(
         "Each bar starts where the previous stage ended. The grey bar is the extra inspection pass this app runs "
-        "for its attention and logit-lens views; a real API call does not have it. The gateway runs no model and "
-        "is not timed here."
+        "for its attention and logit-lens views; a real API call does not have it. Decode 1 only samples from the "
+        "prefill's logits; every later step runs the model on one new token. The gateway runs no model and is not "
+        "timed here."
     )

@@ -133,7 +133,7 @@ def _run_live(journey, settings, loaded) -> dict:
         events.append(event)
         with text_box.container():
             st.text("".join(_delta(e) for e in events) or "…")
-        frames_box.code(_stamped(events[-LIVE_TAIL:]), language=None)
+        frames_box.code(_stamped(events[-LIVE_TAIL:]), language=None, wrap_lines=True)
         waiting.info(f"Waiting for the whole answer: nothing to show yet ({time.perf_counter() - started:,.1f} s so far).",
                      icon=":material/hourglass_top:")
     live = {"settings": settings, "events": events, "wait": time.perf_counter() - started}
@@ -153,7 +153,7 @@ def _show_live(live: dict, model_name: str) -> None:
         show_text(text, limit=4000)
         st.caption(f"{len(events)} frames; first text after {_ms(metrics.ttft)}, "
                    f"{metrics.tokens_per_second:,.1f} tokens/s.")
-        st.code(_stamped(events), language=None, height=320)
+        st.code(_stamped(events), language=None, height=320, wrap_lines=True)
     with right:
         st.markdown("**Non-streaming client** (`stream: false`)")
         show_text(text, limit=4000)
