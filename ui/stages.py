@@ -101,6 +101,14 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             "Token ids become bytes, then text; the final response reports usage and why it stopped.",
         ),
     ),
+    "Your own calls": (
+        StagePage(
+            "Live calls",
+            "live-calls",
+            ":material/monitor_heart:",
+            "Call this app's OpenAI-compatible API with curl or the openai SDK, then open that very call's journey.",
+        ),
+    ),
 }
 
 STAGES: tuple[StagePage, ...] = tuple(page for pages in PHASES.values() for page in pages)

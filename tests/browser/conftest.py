@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -21,6 +22,9 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 STARTUP_SECONDS = 90
 PAGE_TIMEOUT_MS = 90_000  # the first page of a fresh server waits for the model to load
+# The suite's server accepts this one API key (made per run), so tests can call its /v1 API.
+API_KEY_NAME = "browser-tests"
+API_KEY = "sk-browser-tests-" + secrets.token_hex(16)
 
 
 def _free_port() -> int:
@@ -48,7 +52,8 @@ def app_url(tmp_path_factory) -> str:
     """Base URL of `streamlit run app.py` started fresh for this test session, stopped at the end."""
     port = _free_port()
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "LIFECYCLE_API_KEYS": f"{API_KEY_NAME}:{API_KEY}"}
     command = [
         sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
         "--server.address", "127.0.0.1", "--server.headless", "true",
@@ -67,6 +72,12 @@ def app_url(tmp_path_factory) -> str:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture(scope="session")
+def api_key() -> str:
+    """The key `app_url`'s server accepts for its OpenAI-compatible API (key name "browser-tests")."""
+    return API_KEY
 
 
 @pytest.fixture(scope="session")

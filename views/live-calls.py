@@ -1,0 +1,287 @@
+"""Live calls: this app's own OpenAI-compatible API, call by call.
+
+Shows the model's state and the calls queued or running now (refreshing itself), the recent calls
+from any client (the SQLite call log), and one call's whole journey: the raw request as received,
+the gateway's decisions, its tokens and context budget, the SSE frames with their timestamps,
+TTFT and tokens/s, the response and usage. Everything a client or the model wrote is shown as text.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from urllib.parse import urlsplit
+
+import streamlit as st
+
+from charts.context import budget_chart
+from charts.live_calls import (
+    call_rows,
+    frame_rows,
+    frame_timeline,
+    gateway_rows,
+    live_rows,
+    logged_budget,
+    streamed_text,
+    tokens_per_second,
+)
+from lifecycle.api import default_server
+from lifecycle.gateway import KEYS_ENV, CallLog, CallRecord, default_call_log_path
+from lifecycle.model import is_loaded, shared_model
+from lifecycle.serving import live_calls, model_status
+from ui.frame import lesson, show_text, stage_page
+from ui.settings import JourneySettings
+
+RECENT = 200  # calls listed in the table
+TOKENS_SHOWN = 64  # prompt tokens decoded one by one
+BODY_CHARS = 20_000  # of a raw request body
+WATCH_SECONDS = 2.0  # how often an idle page looks for new calls
+LIVE_SECONDS = 1.0  # how often it refreshes while a call is in flight
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _call_log(path: str) -> CallLog:
+    return CallLog(path)
+
+
+def _log() -> CallLog:
+    return _call_log(str(default_call_log_path()))
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1000:,.0f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
+def _signature(log: CallLog) -> tuple:
+    """What the page shows that can change behind its back: calls in flight and the newest logged call."""
+    newest = log.recent(1)
+    return tuple(call.id for call in live_calls()), newest[0].id if newest else None
+
+
+def _live_panel(log: CallLog) -> None:
+    """Model state and calls in flight; reruns the whole page once something finished or arrived."""
+    if st.session_state.get("live_calls_seen") != _signature(log):
+        st.rerun(scope="app")
+    status = model_status()
+    calls = live_calls()
+    running = sum(call.state == "running" for call in calls)
+    left, middle, right = st.columns(3)
+    left.metric("Model", status.state, help=status.name)
+    middle.metric("Running", running)
+    right.metric("Waiting in the queue", len(calls) - running)
+    if status.error:
+        st.warning(f"The model could not load: {status.error}")
+    if calls:
+        st.dataframe(live_rows(calls), hide_index=True)
+    else:
+        st.caption("No call is queued or running right now.")
+
+
+def _how_to_call(settings: JourneySettings, development_key: bool) -> None:
+    page = urlsplit(st.context.url or "")
+    base = f"{page.scheme}://{page.netloc}/v1" if page.netloc else "http://localhost:8501/v1"
+    body = {
+        "model": model_status().name, "messages": settings.messages(), "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens, "stream": True, "stream_options": {"include_usage": True},
+    }
+    st.markdown("Send the sidebar's prompt to this app's API; the call appears in the table below.")
+    st.code(
+        f"curl -N {base}/chat/completions \\\n"
+        '  -H "Authorization: Bearer $LIFECYCLE_API_KEY" \\\n'
+        '  -H "Content-Type: application/json" \\\n'
+        f"  -d {shlex.quote(json.dumps(body, ensure_ascii=False))}",
+        language="bash", wrap_lines=True,
+    )
+    st.code(
+        "import os\nfrom openai import OpenAI\n\n"
+        f'client = OpenAI(base_url="{base}", api_key=os.environ["LIFECYCLE_API_KEY"])\n'
+        f"stream = client.chat.completions.create(\n"
+        f"    model={body['model']!r},\n"
+        f"    messages={settings.messages()!r},\n"
+        f"    temperature={settings.temperature!r}, max_tokens={settings.max_tokens},\n"
+        '    stream=True, stream_options={"include_usage": True},\n)\n'
+        "for chunk in stream:\n"
+        "    if chunk.choices:\n"
+        '        print(chunk.choices[0].delta.content or "", end="", flush=True)\n'
+        "    if chunk.usage:\n"
+        "        print(\"\\n\", chunk.usage)",
+        language="python", wrap_lines=True,
+    )
+    where = (
+        "This server was started without keys, so it made a **development key** for this run: it is printed in "
+        "the terminal where `streamlit run app.py` started (it is never shown here)."
+        if development_key else
+        "This server's keys come from its configuration; ask whoever runs it for one."
+    )
+    st.markdown(
+        f"**The key.** Keys are set with the `{KEYS_ENV}` environment variable or the same name in Streamlit "
+        f"secrets, as comma-separated `name:key` entries; the call log keeps only the key's name. {where} "
+        "Put it in `LIFECYCLE_API_KEY` for the snippets above."
+    )
+
+
+def _recent_table(records: list[CallRecord]) -> None:
+    ids = [record.id for record in records]
+
+    def open_selected() -> None:
+        rows = st.session_state["recent_calls"].selection.rows
+        if rows:
+            st.session_state["call"] = ids[rows[0]]
+
+    st.dataframe(call_rows(records), hide_index=True, key="recent_calls", on_select=open_selected,
+                 selection_mode="single-row")
+    st.caption(f"The newest {len(records)} calls from any client. Click a row, or pick its id below, to open it.")
+
+
+def _pick_call(log: CallLog, records: list[CallRecord]) -> CallRecord | None:
+    by_id = {record.id: record for record in records}
+    linked = st.query_params.get("call")
+    if linked and linked not in by_id and (older := log.get(linked)) is not None:
+        by_id[linked] = older
+    if not by_id:
+        return None
+    # Options are the bare ids: a bound widget matches the URL's ?call= against the shown labels.
+    chosen = st.selectbox("Open a call", list(by_id), key="call", bind="query-params",
+                          help="The id is the response's x-request-id header; ?call=<id> in the URL opens it.")
+    return by_id.get(chosen)
+
+
+def _request_text(request: dict) -> str:
+    headers = "\n".join(f"{name}: {value}" for name, value in (request.get("headers") or {}).items())
+    body = request.get("body", "")
+    if len(body) > BODY_CHARS:
+        body = f"{body[:BODY_CHARS]}\n… ({request.get('body_bytes', len(body)):,} bytes in all; the rest is not shown)"
+    return f"{request.get('method', '')} {request.get('path', '')}\n{headers}\n\n{body}".strip()
+
+
+def _summary(record: CallRecord, journey: dict) -> None:
+    timings = journey.get("timings") or {}
+    rate = tokens_per_second(record)
+    cells = (
+        ("Status", f"{record.status} {record.outcome}"), ("finish_reason", record.finish_reason or "–"),
+        ("Prompt tokens", record.prompt_tokens if record.prompt_tokens is not None else "–"),
+        ("Completion tokens", record.completion_tokens if record.completion_tokens is not None else "–"),
+        ("Queue wait", _ms(timings.get("queue_seconds", journey.get("queue_seconds")))),
+        ("TTFT", _ms(record.ttft)), ("Tokens/s", "–" if rate is None else f"{rate:,.1f}"),
+        ("Total time", _ms(record.duration)),
+    )
+    for row in (cells[:4], cells[4:]):
+        for column, (label, value) in zip(st.columns(len(row)), row):
+            column.metric(label, value)
+    st.caption(f"Key name: {record.key_name or 'none (refused before a key matched)'} · model: {record.model or '–'}")
+    if record.error:
+        st.warning(f"Refused or failed: {record.error}")
+
+
+def _tokens(journey: dict) -> None:
+    tokens, budget = journey.get("tokens"), logged_budget(journey.get("context"))
+    if not tokens:
+        st.caption("This call never reached the tokenizer (it was refused earlier).")
+        return
+    ids, special = tokens.get("ids", []), set(tokens.get("special_positions", []))
+    st.markdown(
+        f"The chat template turned the messages into **{tokens['prompt_tokens']:,} tokens**"
+        + (f"; with {budget.output_reserve:,} reserved for the answer, {budget.free:,} of the "
+           f"{budget.window:,}-token window stayed free." if budget else ".")
+    )
+    if budget:
+        st.plotly_chart(budget_chart([("this call", budget)]), key="call_budget")
+        parts = [{"part": s.name, "tokens": s.tokens, "text": s.text[:200]} for s in budget.segments]
+        parts += [{"part": "output reserve (max_tokens)", "tokens": budget.output_reserve, "text": ""},
+                  {"part": "free", "tokens": budget.free, "text": ""}]
+        st.dataframe(parts, hide_index=True)
+    shown = ids[:TOKENS_SHOWN]
+    if shown and is_loaded():
+        loaded = shared_model()
+        with loaded.tokenizer_lock:
+            pieces = [loaded.tokenizer.decode([token_id]) for token_id in shown]
+        st.dataframe(
+            [{"position": i, "id": token_id, "text": piece.replace("\n", "↵"), "special": i in special}
+             for i, (token_id, piece) in enumerate(zip(shown, pieces))],
+            hide_index=True, height=280,
+        )
+        if len(ids) > len(shown):
+            st.caption(f"The first {len(shown)} of {tokens['prompt_tokens']:,} tokens.")
+
+
+def _frames(record: CallRecord, journey: dict) -> None:
+    frames = journey.get("frames") or []
+    if not frames:
+        st.caption("Not streamed: the answer went back as one JSON body (below).")
+        return
+    rows = frame_rows(frames)
+    timings = journey.get("timings") or {}
+    gaps = timings.get("inter_token") or []
+    mean_gap = f"{sum(gaps) / len(gaps) * 1000:,.0f} ms apart on average" if gaps else "no gaps to measure"
+    st.markdown(
+        f"**{len(frames)} frames** left the server: the first content arrived after **{_ms(record.ttft)}** "
+        f"(time to first token), then the tokens came {mean_gap}."
+    )
+    st.plotly_chart(frame_timeline(frames, record.ttft), key="frame_timeline")
+    st.dataframe(rows, hide_index=True, column_config={"sent": st.column_config.TextColumn(width="large")})
+
+
+def _response(journey: dict) -> None:
+    response, frames, usage = journey.get("response"), journey.get("frames") or [], journey.get("usage")
+    if frames:
+        st.caption("The text the client put together from the content deltas")
+        show_text(streamed_text(frames), limit=4000)
+    if response:
+        st.caption(f"Response body (HTTP {response.get('status')})")
+        st.code(json.dumps(response.get("body"), indent=2, ensure_ascii=False), language="json", wrap_lines=True)
+    if usage:
+        st.caption("Usage")
+        st.code(json.dumps(usage, indent=2), language="json")
+
+
+def _journey(record: CallRecord) -> None:
+    journey = record.journey if isinstance(record.journey, dict) else {}
+    st.subheader(f"The journey of {record.id}", anchor=False)
+    _summary(record, journey)
+    st.markdown("#### 1 · The request as received")
+    st.code(_request_text(journey.get("request") or {}), language=None, wrap_lines=True)
+    st.markdown("#### 2 · The gateway's decisions")
+    st.dataframe(gateway_rows(journey.get("gateway") or []), hide_index=True)
+    st.markdown("#### 3 · Tokens and context budget")
+    _tokens(journey)
+    st.markdown("#### 4 · SSE frames")
+    _frames(record, journey)
+    st.markdown("#### 5 · Response and usage")
+    _response(journey)
+
+
+with stage_page("live-calls", needs_prompt=False) as settings:
+    log = _log()
+    records = log.recent(RECENT)
+    answered = sum(record.outcome == "ok" for record in records)
+    logged = (
+        f"The call log holds **{len(records)}** recent call(s): **{answered}** answered, "
+        f"**{len(records) - answered}** refused, cancelled or failed."
+        if records else "No client has called it yet."
+    )
+    lesson(
+        "This app also serves an OpenAI-compatible API at `/v1`, from the same process and the same model. "
+        f"{logged} Every call is kept with its whole journey, so the stages the other pages simulate can be "
+        "seen here on a real request from a real client."
+    )
+    st.session_state["live_calls_seen"] = _signature(log)
+    toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
+    watch = toggle_column.toggle(
+        "Watch for new calls", True, key="watch_calls",
+        help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in flight.",
+    )
+    button_column.button("Refresh", icon=":material/refresh:")
+    interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
+    st.fragment(_live_panel, run_every=interval)(log)
+    with st.expander("How to call it", expanded=not records, icon=":material/terminal:"):
+        _how_to_call(settings, default_server().config.development_key)
+    st.subheader("Recent calls", anchor=False)
+    if not records:
+        st.info("No call yet. Send one with the snippets above; it appears here.")
+    else:
+        _recent_table(records)
+        selected = _pick_call(log, records)
+        if selected is not None:
+            _journey(selected)
