@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lifecycle.detokenize import IncrementalDetokenizer, TokenBytes, token_bytes, token_display
+from lifecycle.detokenize import IncrementalDetokenizer, token_bytes, token_display
 from lifecycle.errors import LifecycleError
 from lifecycle.sampling import SampledDistribution, SamplingSettings, TokenCandidate, apply_sampling, choose_token
 
