@@ -26,9 +26,9 @@ install: $(RUN_STAMP)
 install-dev: $(DEV_STAMP)
 
 # Browser tests drive Debian's chromium through Playwright, never a downloaded browser build;
-# the Noto fonts let screenshots show CJK and Indic text.
+# the Noto fonts let screenshots show CJK, Indic and emoji text.
 browser:
-	@test -x /usr/bin/chromium -a -d /usr/share/fonts/opentype/noto || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-core >/dev/null; }
+	@test -x /usr/bin/chromium -a -d /usr/share/fonts/opentype/noto || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-core fonts-noto-color-emoji >/dev/null; }
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)

@@ -77,14 +77,14 @@ with stage_page("attention") as settings:
     weights = forward.attentions[layer]
     left, right = st.columns(2)
     left.plotly_chart(attention_heatmap(weights[head], labels, f"Layer {layer}, head {head}", query),
-                      key="attention_head_map")
+                      key="attention_head_map", theme=None)
     right.plotly_chart(attention_heatmap(weights.mean(0), labels, f"Layer {layer}, mean of {len(weights)} heads",
-                                         query), key="attention_mean_map")
+                                         query), key="attention_mean_map", theme=None)
     st.markdown(f"**What does {quoted(texts[offset + query])} attend to?** (layer {layer}, head {head})")
-    st.plotly_chart(attention_bars(weights[head, query], labels, query), key="attention_bars")
+    st.plotly_chart(attention_bars(weights[head, query], labels, query), key="attention_bars", theme=None)
 
     st.subheader(f"All {len(stacked)} layers x {stacked.shape[1]} heads", anchor=False)
-    st.plotly_chart(attention_mosaic(forward.attentions), key="attention_mosaic")
+    st.plotly_chart(attention_mosaic(forward.attentions), key="attention_mosaic", theme=None)
     st.caption("Each tile is one head's query x key map (query down, key across), averaged down to at most "
                "24 x 24 cells. A bright left edge is attention to the first token, a bright diagonal a head "
                "looking at the token itself or its neighbour. Colours follow the square root of the weight, so "
@@ -105,9 +105,9 @@ with stage_page("attention") as settings:
     st.text(PRONOUN_SENTENCE)
     ex_left, ex_right = st.columns(2)
     ex_left.plotly_chart(attention_heatmap(example.attentions[ex_layer][ex_head], ex_labels,
-                                           f"Layer {ex_layer}, head {ex_head}", it), key="pronoun_map")
+                                           f"Layer {ex_layer}, head {ex_head}", it), key="pronoun_map", theme=None)
     ex_right.plotly_chart(attention_bars(example.attentions[ex_layer][ex_head, it], ex_labels, it),
-                          key="pronoun_bars")
+                          key="pronoun_bars", theme=None)
     st.button("Use the pronoun example as the prompt", on_click=use_pronoun_example, key="pronoun_button",
               help="Sets the sidebar prompt to this sentence, so every page follows it (inside the chat template).")
 
@@ -125,7 +125,7 @@ with stage_page("attention") as settings:
     st.plotly_chart(
         logit_lens_chart([g.layer for g in lens], [g.candidates[0].text for g in lens],
                          [g.candidates[0].probability for g in lens], final.text),
-        key="logit_lens",
+        key="logit_lens", theme=None
     )
     st.dataframe(
         {

@@ -121,7 +121,7 @@ def overflow_demo(settings) -> None:
         cut = truncate_oldest_turns(full, window, settings.max_tokens)
     except LifecycleError as error:
         st.warning(f"{error.message} An API would answer 400 context_length_exceeded here.")
-        st.plotly_chart(budget_chart([("before", before)]), width="stretch")
+        st.plotly_chart(budget_chart([("before", before)]), width="stretch", theme=None)
         return
     lesson(
         f"The conversation overflows the {window:,}-token window by **{before.overflow:,} tokens**. "
@@ -130,7 +130,7 @@ def overflow_demo(settings) -> None:
         f"and {cut.budget.free:,} stay free. The system prompt and the new message are always kept, and the "
         "model simply never sees what was dropped."
     )
-    st.plotly_chart(budget_chart([("before", before), ("after truncation", cut.budget)]), width="stretch")
+    st.plotly_chart(budget_chart([("before", before), ("after truncation", cut.budget)]), width="stretch", theme=None)
     st.markdown("**Dropped messages** (oldest first)")
     st.table(pd.DataFrame(cut.dropped, columns=["role", "content"]))
     st.markdown("**Kept history**")
@@ -185,7 +185,7 @@ with stage_page("context-window") as settings:
         label = f"with {len(tools)} tools, {len(documents)} documents"
         rows.append((label, render_prompt(conversation(settings, tools, documents))))
     budgets = [(label, context_budget(prompt, window, settings.max_tokens)) for label, prompt in rows]
-    st.plotly_chart(budget_chart(budgets), width="stretch")
+    st.plotly_chart(budget_chart(budgets), width="stretch", theme=None)
     if len(rows) > 1:
         extra = budgets[1][1].prompt_tokens - budgets[0][1].prompt_tokens
         st.markdown(f"The tools and documents cost **{extra:,} more tokens** on every call that carries them.")

@@ -82,7 +82,7 @@ with stage_page("embeddings") as settings:
         st.caption(f"Showing the first {rows} of {count} tokens.")
     st.plotly_chart(
         embedding_strip(vectors[:rows], token_labels(texts[:rows]), shown_dims),
-        key="embedding_strip",
+        key="embedding_strip", theme=None
     )
     st.caption("Blue is negative, red positive, white zero. Single dimensions carry no readable meaning; "
                "meaning lives in directions spread over many of them.")
@@ -105,7 +105,7 @@ with stage_page("embeddings") as settings:
         coords = pca_2d(points)
         left, right = st.columns(2)
         with left:
-            st.plotly_chart(pca_map(coords, labels, groups), key="embedding_pca")
+            st.plotly_chart(pca_map(coords, labels, groups), key="embedding_pca", theme=None)
             st.caption(
                 f"{len(points)} vectors of {dims} numbers flattened onto the two directions along which they "
                 "vary most (PCA). Distances are only approximate: most of the spread is in the other "
@@ -113,7 +113,7 @@ with stage_page("embeddings") as settings:
             )
         with right:
             similarity = cosine_similarity_matrix(word_vecs)
-            st.plotly_chart(similarity_matrix(similarity, words), key="embedding_similarity")
+            st.plotly_chart(similarity_matrix(similarity, words), key="embedding_similarity", theme=None)
             split = [f"{quoted(w)} ({n} tokens)" for w, n in zip(words, token_counts) if n > 1]
             st.caption(
                 "Cosine similarity: 1 = same direction, 0 = unrelated. These are the raw input vectors, "

@@ -187,7 +187,7 @@ def _tokens(journey: dict) -> None:
            f"{budget.window:,}-token window stayed free." if budget else ".")
     )
     if budget:
-        st.plotly_chart(budget_chart([("this call", budget)]), key="call_budget")
+        st.plotly_chart(budget_chart([("this call", budget)]), key="call_budget", theme=None)
         parts = [{"part": s.name, "tokens": s.tokens, "text": s.text[:200]} for s in budget.segments]
         parts += [{"part": "output reserve (max_tokens)", "tokens": budget.output_reserve, "text": ""},
                   {"part": "free", "tokens": budget.free, "text": ""}]
@@ -219,7 +219,7 @@ def _frames(record: CallRecord, journey: dict) -> None:
         f"**{len(frames)} frames** left the server: the first content arrived after **{_ms(record.ttft)}** "
         f"(time to first token), then the tokens came {mean_gap}."
     )
-    st.plotly_chart(frame_timeline(frames, record.ttft), key="frame_timeline")
+    st.plotly_chart(frame_timeline(frames, record.ttft), key="frame_timeline", theme=None)
     st.dataframe(rows, hide_index=True, column_config={"sent": st.column_config.TextColumn(width="large")})
 
 

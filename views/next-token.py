@@ -38,12 +38,12 @@ with stage_page("next-token") as settings:
         scale = st.segmented_control("Show", ["probability", "log-probability"], default="probability",
                                      key="next_token_scale") or "probability"
         figure = candidate_bars(top, "logprob" if scale == "log-probability" else "probability")
-        st.plotly_chart(figure, key="next_token_bars")
+        st.plotly_chart(figure, key="next_token_bars", theme=None)
         st.caption(f"Together these {TOP_CANDIDATES} hold {sum(c.probability for c in top):.1%} of the "
                    "probability. Log-probability is what APIs return as `logprobs`.")
     with right:
         st.subheader("The whole vocabulary", anchor=False)
-        st.plotly_chart(rank_curve(dist.probs), key="next_token_curve")
+        st.plotly_chart(rank_curve(dist.probs), key="next_token_curve", theme=None)
         st.caption(f"Every one of the {vocab:,} tokens, sorted by probability; the least likely has "
                    f"{ordered[-1]:.1e}. A few tokens hold nearly all the mass, then a long tail.")
 

@@ -80,7 +80,7 @@ with stage_page("tokenization") as settings:
                       f"{difference:+,} vs the model" if difference else None, delta_color="inverse")
             st.caption(f"{result.chars_per_token:.2f} characters per token")
             show_chips(result)
-    st.plotly_chart(tokenizer_count_chart({e: r.count for e, r in results.items()}), width="stretch")
+    st.plotly_chart(tokenizer_count_chart({e: r.count for e, r in results.items()}), width="stretch", theme=None)
 
     with st.expander(f"All {mine.count:,} tokens of {model.name}'s tokenizer as a table"):
         st.dataframe(
@@ -116,7 +116,7 @@ with stage_page("tokenization") as settings:
         "o200k_base, whose larger vocabulary was built for many languages. So non-English text costs more "
         "with some tokenizers, not with all: tokens per word depend on what the tokenizer was trained on."
     )
-    st.plotly_chart(language_token_chart(languages, counts), width="stretch")
+    st.plotly_chart(language_token_chart(languages, counts), width="stretch", theme=None)
     table = pd.DataFrame({"language": languages, "sentence": list(TRANSLATIONS.values())})
     for encoding in ENCODINGS:
         table[f"{encoding} tokens"] = counts[encoding]
