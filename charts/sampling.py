@@ -1,0 +1,175 @@
+"""Sampling page charts: the model's distribution beside the resampled one, the nucleus, the
+survivors of each stage, and real draws against the expected probabilities."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from charts.theme import MUTED, OKABE_ITO, TEMPLATE, axis_title
+from lifecycle.sampling import KEPT, STAGES, SampledDistribution
+
+STAGE_LABELS = {
+    "repetition_penalty": "repetition penalty",
+    "temperature": "temperature",
+    "top_k": "top-k",
+    "top_p": "top-p",
+    "min_p": "min-p",
+}
+_VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
+BASE_COLOUR, FINAL_COLOUR = OKABE_ITO[0], OKABE_ITO[1]
+
+
+def token_label(text: str) -> str:
+    """A token as a chart label: whitespace made visible, and escaped, because Plotly renders
+    a few HTML tags (<b>, <br>, <a>) in labels and tokens are model output."""
+    return html.escape(text.translate(_VISIBLE_WHITESPACE) or "∅")
+
+
+def rank_labels(ids: Sequence[int], token_text: Callable[[int], str]) -> list[str]:
+    # The rank prefix keeps labels unique: two tokens can decode to the same text.
+    return [f"{rank}. {token_label(token_text(int(i)))}" for rank, i in enumerate(ids, start=1)]
+
+
+def top_ids(probs: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` most likely ids of ``probs``, most likely first (ties: lower id first)."""
+    ids = np.argpartition(-probs, count - 1)[:count] if count < probs.size else np.arange(probs.size)
+    return ids[np.lexsort((ids, -probs[ids]))]
+
+
+def resampling_figure(
+    sampled: SampledDistribution, token_text: Callable[[int], str], count: int = 25
+) -> go.Figure:
+    """The model's top ``count`` tokens: base probability (left) beside the probability after
+    sampling (right). Tokens a stage removed are grey on the left and named by stage on the right."""
+    ids = top_ids(sampled.base_probs, count)
+    labels = rank_labels(ids, token_text)
+    removed = sampled.removed_by[ids] != KEPT
+    reasons = [STAGE_LABELS[STAGES[s]] if s != KEPT else "" for s in sampled.removed_by[ids]]
+    figure = make_subplots(
+        rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+        subplot_titles=("The model's distribution (T = 1)", "After sampling: what is drawn from"),
+    )
+    for name, mask, colour in (("kept", ~removed, BASE_COLOUR), ("removed", removed, MUTED)):
+        figure.add_trace(
+            go.Bar(
+                name=f"Model probability ({name})", y=[l for l, m in zip(labels, mask) if m],
+                x=sampled.base_probs[ids][mask].tolist(), orientation="h", marker_color=colour,
+                hovertemplate="%{y}: %{x:.2%}<extra></extra>",
+            ),
+            row=1, col=1,
+        )
+    figure.add_trace(
+        go.Bar(
+            name="Probability after sampling", y=[l for l, r in zip(labels, removed) if not r],
+            x=sampled.final_probs[ids][~removed].tolist(), orientation="h", marker_color=FINAL_COLOUR,
+            text=[f"{p:.1%}" for p in sampled.final_probs[ids][~removed]], textposition="outside",
+            cliponaxis=False, hovertemplate="%{y}: %{x:.2%}<extra></extra>",
+        ),
+        row=1, col=2,
+    )
+    figure.add_trace(
+        go.Scatter(
+            name="Removed by", y=[l for l, r in zip(labels, removed) if r],
+            x=[0.0] * int(removed.sum()), mode="text", textposition="middle right",
+            text=[f"✗ removed by {r}" for r, m in zip(reasons, removed) if m],
+            textfont=dict(color="#666666"), hoverinfo="skip",
+        ),
+        row=1, col=2,
+    )
+    figure.update_layout(
+        template=TEMPLATE, barmode="overlay", showlegend=False, height=max(420, 30 * len(ids) + 140),
+        yaxis=dict(autorange="reversed", title=axis_title("Token, by the model's rank")),
+    )
+    figure.update_xaxes(title_text=axis_title("Probability", "%"), tickformat=".0%", rangemode="tozero")
+    # Room on the right for the percentage printed after the longest bar.
+    figure.update_xaxes(range=[0, 1.2 * float(sampled.final_probs[ids].max())], row=1, col=2)
+    return figure
+
+
+def cumulative_mass(probs: np.ndarray, limit: int) -> np.ndarray:
+    """Cumulative probability of the ``limit`` most likely tokens, most likely first."""
+    return np.cumsum(probs[top_ids(probs, limit)])
+
+
+def nucleus_figure(cumulative: Sequence[float], top_p: float, nucleus_size: int | None) -> go.Figure:
+    """Cumulative probability by rank with the top-p threshold and the nucleus boundary.
+
+    ``cumulative`` is over the distribution top-p acts on (after temperature and top-k);
+    ``nucleus_size`` None leaves the boundary out (top-p off)."""
+    ranks = list(range(1, len(cumulative) + 1))
+    figure = go.Figure(
+        go.Scatter(
+            name="Cumulative probability", x=ranks, y=[float(c) for c in cumulative], mode="lines+markers",
+            line=dict(color=BASE_COLOUR, width=3), marker=dict(size=5),
+            hovertemplate="top %{x} tokens: %{y:.1%}<extra></extra>",
+        )
+    )
+    figure.add_hline(y=top_p, line=dict(color=OKABE_ITO[5], dash="dash", width=2),
+                     annotation_text=f"top_p = {top_p:g}", annotation_position="bottom right")
+    if nucleus_size is not None:
+        # A trace, not add_vline: shapes on a log axis would need log10 coordinates.
+        figure.add_trace(
+            go.Scatter(
+                name="Nucleus boundary", x=[nucleus_size, nucleus_size], y=[0, 1.06], mode="lines+text",
+                line=dict(color=OKABE_ITO[2], dash="dot", width=3), textposition="top left",
+                text=["", f"nucleus: {nucleus_size:,} token{'s' * (nucleus_size != 1)}"], hoverinfo="skip",
+            )
+        )
+    figure.update_layout(
+        template=TEMPLATE, showlegend=False, height=380,
+        xaxis=dict(title=axis_title("Number of most likely tokens kept", "log scale"), type="log", dtick="D2"),
+        yaxis=dict(title=axis_title("Cumulative probability", "%"), tickformat=".0%", range=[0, 1.12]),
+    )
+    return figure
+
+
+def survivors_after_stages(sampled: SampledDistribution) -> list[tuple[str, int]]:
+    """How many tokens remain after each stage, starting with the whole vocabulary."""
+    removed = sampled.removed_by
+    remaining = [("vocabulary", int(removed.size))]
+    for index, stage in enumerate(STAGES):
+        gone = np.count_nonzero((removed != KEPT) & (removed <= index))
+        remaining.append((STAGE_LABELS[stage], int(removed.size - gone)))
+    return remaining
+
+
+def survivors_figure(remaining: Sequence[tuple[str, int]]) -> go.Figure:
+    """Tokens still in play after each stage, on a log axis (the vocabulary is ~49k, a nucleus a few)."""
+    names = [name for name, _ in remaining]
+    counts = [count for _, count in remaining]
+    figure = go.Figure(
+        go.Bar(
+            x=names, y=counts, marker_color=BASE_COLOUR, text=[f"{c:,}" for c in counts],
+            textposition="outside", cliponaxis=False, hovertemplate="after %{x}: %{y:,} tokens<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        template=TEMPLATE, showlegend=False, height=360,
+        xaxis_title=axis_title("After stage"),
+        yaxis=dict(title=axis_title("Tokens still in play", "log scale"), type="log", dtick=1, tickformat=","),
+    )
+    return figure
+
+
+def samples_figure(labels: Sequence[str], expected: Sequence[float], observed: Sequence[float], draws: int) -> go.Figure:
+    """Share of ``draws`` real draws per token beside the probability it was drawn with."""
+    figure = go.Figure(
+        [
+            go.Bar(name="Expected probability", x=list(labels), y=[float(e) for e in expected], marker_color=FINAL_COLOUR,
+                   hovertemplate="%{x}: %{y:.2%}<extra>expected</extra>"),
+            go.Bar(name=f"Share of {draws:,} draws", x=list(labels), y=[float(o) for o in observed], marker_color=OKABE_ITO[2],
+                   hovertemplate="%{x}: %{y:.2%}<extra>drawn</extra>"),
+        ]
+    )
+    figure.update_layout(
+        template=TEMPLATE, barmode="group", height=400,
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+        xaxis_title=axis_title("Token"),
+        yaxis=dict(title=axis_title("Share", "%"), tickformat=".0%"),
+    )
+    return figure

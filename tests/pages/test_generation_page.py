@@ -1,0 +1,72 @@
+"""The Generation page under AppTest: step through the real loop, branch from an alternative, see why it stopped."""
+
+import pytest
+
+from lifecycle.context import Conversation, render_prompt
+from lifecycle.generate import generate
+from lifecycle.sampling import SamplingSettings
+
+PROMPT = "Write a long poem about the sea."
+GREEDY = SamplingSettings(temperature=0.0, seed=42)  # the sidebar's other defaults: every filter off
+SETTINGS = dict(prompt=PROMPT, temperature=0.0, max_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def prompt_ids():
+    return render_prompt(Conversation(new_message=PROMPT)).ids
+
+
+@pytest.fixture(scope="module")
+def original(loaded, prompt_ids):
+    return generate(loaded, prompt_ids, GREEDY, 6)
+
+
+def table(app):
+    return app.dataframe[0].value
+
+
+def click(app, label):
+    return next(b for b in app.button if b.label.startswith(label)).click().run()
+
+
+def test_next_token_and_run_to_the_end_reveal_the_real_generation(run_page, original):
+    app = run_page("generation", **SETTINGS)
+    assert not app.exception and not app.error
+    assert list(table(app)["Id"]) == original.token_ids[:1]
+    assert list(table(app)["Token"]) == [repr(original.steps[0].text)]
+    click(app, "Next token")
+    assert list(table(app)["Id"]) == original.token_ids[:2]
+    click(app, "Run to the end")
+    assert not app.exception
+    assert list(table(app)["Id"]) == original.token_ids
+    assert list(table(app)["Probability"]) == [f"{s.probability:.1%}" for s in original.steps]
+    assert original.finish_reason == "length"  # 6 tokens cannot finish a long poem
+    assert any("finish_reason: **length**" in w.value for w in app.warning)
+
+
+def test_picking_an_alternative_continues_from_that_step(run_page, loaded, prompt_ids, original):
+    app = run_page("generation", **SETTINGS)
+    click(app, "Next token")  # look at step 2; the branch must keep step 1
+    alternative = app.radio(key="generation_alternative_1").value
+    assert alternative.id != original.token_ids[1]
+    click(app, "Continue from here")
+    assert not app.exception
+    expected = generate(loaded, prompt_ids, GREEDY, 6, forced={0: original.token_ids[0], 1: alternative.id})
+    rows = table(app)
+    assert list(rows["Id"]) == [original.token_ids[0], alternative.id]
+    assert list(rows["How chosen"]) == ["replayed", "you picked"]
+    click(app, "Run to the end")
+    assert list(table(app)["Id"]) == expected.token_ids
+    click(app, "Back to the original run")
+    assert list(table(app)["Id"]) == original.token_ids[:1]
+
+
+def test_try_max_tokens_5_stops_with_length(run_page):
+    app = run_page("generation", prompt=PROMPT, temperature=0.0, max_tokens=7)
+    click(app, "Run to the end")
+    click(app, "Try max_tokens = 5")
+    assert app.session_state["max_tokens"] == 5
+    click(app, "Run to the end")
+    assert not app.exception
+    assert len(table(app)) == 5
+    assert any("max_tokens = 5" in w.value and "length" in w.value for w in app.warning)

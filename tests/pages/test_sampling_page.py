@@ -1,0 +1,86 @@
+"""The Sampling page under AppTest: this run's numbers, what-if sliders, presets, real draws."""
+
+import numpy as np
+import plotly.io as pio
+import pytest
+
+from lifecycle.context import Conversation, render_prompt
+from lifecycle.forward import run_forward
+from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling, choose_token
+
+PROMPT = "The capital of France is"
+SETTINGS = dict(prompt=PROMPT, temperature=0.7, top_p=0.9, max_tokens=2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def prompt_ids():
+    return render_prompt(Conversation(new_message=PROMPT)).ids
+
+
+@pytest.fixture(scope="module")
+def logits(loaded, prompt_ids):
+    return run_forward(loaded, prompt_ids).last_logits
+
+
+def metric(app, label):
+    return next(m.value for m in app.metric if m.label == label)
+
+
+def chart(app, key):
+    """The figure drawn by st.plotly_chart(..., key=key), rebuilt from what the page sent."""
+    return pio.from_json(next(c for c in app.get("plotly_chart") if key in c.proto.id).proto.spec)
+
+
+def trace(figure, name):
+    return next(t for t in figure.data if t.name == name)
+
+
+def test_page_shows_the_resampled_distribution_of_this_prompt(run_page, logits, prompt_ids):
+    app = run_page("sampling", **SETTINGS)
+    assert not app.exception and not app.error
+    expected = apply_sampling(logits, SamplingSettings(temperature=0.7, top_p=0.9), prompt_ids)
+    assert metric(app, "Tokens that survive") == f"{expected.kept:,}"
+    assert metric(app, "Entropy after") == f"{expected.entropy_bits:.2f} bits"
+    final = trace(chart(app, "resampling"), "Probability after sampling").x
+    top_final = np.sort(expected.final_probs[expected.removed_by == KEPT])[::-1][: len(final)]
+    assert np.allclose(sorted(final, reverse=True), top_final, atol=1e-4)
+    # The what-if sliders start from the sidebar's settings.
+    assert app.slider(key="what_if_temperature").value == 0.7
+    assert app.slider(key="what_if_top_p").value == 0.9
+
+
+def test_moving_a_slider_recomputes_but_leaves_the_journey_settings(run_page):
+    app = run_page("sampling", **SETTINGS)
+    before = metric(app, "Tokens that survive")
+    app.slider(key="what_if_temperature").set_value(0.0).run()
+    assert not app.exception
+    assert metric(app, "Tokens that survive") == "1" != before
+    assert metric(app, "Entropy after") == "0.00 bits"
+    assert app.session_state["temperature"] == 0.7  # a what-if: the sidebar still says 0.7
+    next(b for b in app.button if b.label == "Use these settings for the journey").click().run()
+    assert not app.exception
+    assert app.session_state["temperature"] == 0.0
+    assert app.slider(key="what_if_temperature").value == 0.0
+
+
+def test_presets_set_the_what_if_temperature(run_page):
+    app = run_page("sampling", **SETTINGS)
+    next(b for b in app.button if b.label.startswith("Creative writing")).click().run()
+    assert app.slider(key="what_if_temperature").value == 0.9
+    next(b for b in app.button if b.label.startswith("Extraction, tools")).click().run()
+    assert app.slider(key="what_if_temperature").value == 0.0
+    assert metric(app, "Tokens that survive") == "1"
+
+
+def test_draws_are_real_seeded_choices(run_page, logits, prompt_ids):
+    app = run_page("sampling", **SETTINGS)
+    sampled = apply_sampling(logits, SamplingSettings(temperature=0.7, top_p=0.9), prompt_ids)
+    rng = np.random.default_rng(3)
+    counts = np.bincount([choose_token(sampled, rng) for _ in range(1000)], minlength=sampled.final_probs.size)
+    figure = chart(app, "draws")
+    expected, observed = figure.data[0].y, figure.data[1].y
+    assert sum(observed) == pytest.approx(1.0)
+    assert sum(expected) == pytest.approx(1.0)
+    top = np.argsort(-sampled.final_probs, kind="stable")[: len(observed)]
+    assert observed[0] == pytest.approx(counts[top[0]] / 1000)
+    assert expected[0] == pytest.approx(sampled.final_probs[top[0]], abs=1e-4)

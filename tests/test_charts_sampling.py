@@ -1,0 +1,100 @@
+"""Sampling page charts, built from the real model's next-token logits: the figures carry the numbers."""
+
+import numpy as np
+import plotly.io as pio
+import pytest
+import torch
+
+from charts.sampling import (
+    cumulative_mass,
+    nucleus_figure,
+    resampling_figure,
+    samples_figure,
+    survivors_after_stages,
+    survivors_figure,
+    token_label,
+    top_ids,
+)
+from lifecycle.forward import token_text
+from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling
+
+
+@pytest.fixture(scope="module")
+def logits(loaded) -> np.ndarray:
+    ids = loaded.tokenizer("Once upon a time, there was a", add_special_tokens=False)["input_ids"]
+    with loaded.lock, torch.inference_mode():
+        return loaded.model(torch.tensor([ids])).logits[0, -1].float().numpy()
+
+
+@pytest.fixture(scope="module")
+def text(loaded):
+    return lambda i: token_text(loaded, i)
+
+
+def by_name(figure, name):
+    return next(trace for trace in figure.data if trace.name == name)
+
+
+def test_token_labels_show_whitespace_and_never_carry_html():
+    assert token_label(" the\n") == "␣the↵"
+    assert token_label("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"
+    assert token_label("") == "∅"
+
+
+def test_resampling_bars_are_the_base_and_final_probabilities(logits, text):
+    sampled = apply_sampling(logits, SamplingSettings(temperature=0.8, top_p=0.6))
+    figure = resampling_figure(sampled, text, count=20)
+    ids = top_ids(sampled.base_probs, 20)
+    kept = ids[sampled.removed_by[ids] == KEPT]
+    removed = ids[sampled.removed_by[ids] != KEPT]
+    assert 0 < len(kept) < 20, "the test needs both kept and removed tokens in the top 20"
+    assert np.allclose(by_name(figure, "Model probability (kept)").x, sampled.base_probs[kept])
+    assert np.allclose(by_name(figure, "Model probability (removed)").x, sampled.base_probs[removed])
+    assert np.allclose(by_name(figure, "Probability after sampling").x, sampled.final_probs[kept])
+    assert list(by_name(figure, "Removed by").text) == ["✗ removed by top-p"] * len(removed)
+    # Rows are in the model's rank order, labelled with the token text.
+    first = by_name(figure, "Model probability (kept)").y[0]
+    assert first == f"1. {token_label(text(int(ids[0])))}"
+    assert figure.layout.xaxis.title.text == "Probability (%)"
+    assert pio.to_json(figure)
+
+
+def test_greedy_keeps_one_token_and_names_temperature_for_the_rest(logits, text):
+    sampled = apply_sampling(logits, SamplingSettings(temperature=0.0))
+    figure = resampling_figure(sampled, text, count=10)
+    assert list(by_name(figure, "Probability after sampling").x) == [1.0]
+    assert set(by_name(figure, "Removed by").text) == {"✗ removed by temperature"}
+
+
+def test_nucleus_curve_crosses_p_at_the_boundary(logits):
+    settings = SamplingSettings(temperature=1.0, top_p=0.9)
+    sampled = apply_sampling(logits, settings)
+    probs = apply_sampling(logits, SamplingSettings(temperature=1.0)).final_probs
+    cumulative = cumulative_mass(probs, 3 * sampled.kept)
+    assert np.allclose(cumulative, np.cumsum(np.sort(probs)[::-1][: 3 * sampled.kept]))
+    # The nucleus is the first rank where the curve reaches p.
+    assert cumulative[sampled.kept - 1] >= 0.9 > cumulative[sampled.kept - 2]
+    figure = nucleus_figure(cumulative, 0.9, sampled.kept)
+    assert list(by_name(figure, "Nucleus boundary").x) == [sampled.kept, sampled.kept]
+    assert figure.layout.shapes[0].y0 == 0.9  # the top_p threshold line
+    assert figure.layout.xaxis.type == "log"
+    assert "Nucleus boundary" not in [t.name for t in nucleus_figure(cumulative, 1.0, None).data]
+
+
+def test_survivors_count_down_stage_by_stage(logits):
+    sampled = apply_sampling(logits, SamplingSettings(temperature=1.0, top_k=40, top_p=0.5))
+    remaining = dict(survivors_after_stages(sampled))
+    assert remaining["vocabulary"] == logits.size
+    assert remaining["top-k"] == 40
+    assert remaining["top-p"] == remaining["min-p"] == sampled.kept < 40
+    figure = survivors_figure(list(remaining.items()))
+    assert list(figure.data[0].y) == list(remaining.values())
+    assert figure.layout.yaxis.type == "log"
+
+
+def test_samples_figure_pairs_expected_and_observed():
+    figure = samples_figure(["a", "b", "all other tokens"], [0.5, 0.3, 0.2], [0.52, 0.27, 0.21], 1000)
+    assert list(figure.data[0].y) == [0.5, 0.3, 0.2]
+    assert list(figure.data[1].y) == [0.52, 0.27, 0.21]
+    assert figure.data[1].name == "Share of 1,000 draws"
+    assert figure.layout.yaxis.title.text == "Share (%)"

@@ -1,0 +1,185 @@
+"""Sampling page: how temperature, top-p, top-k, min-p and repetition penalty reshape the distribution.
+
+The sliders here are a what-if: they start from the sidebar's settings and recompute from the
+logits the journey already has (apply_sampling on journey.forward.last_logits), never rerunning
+the model. "Use these settings for the journey" copies them to the sidebar, which every page reads.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+import streamlit as st
+
+from charts.sampling import (
+    cumulative_mass,
+    nucleus_figure,
+    rank_labels,
+    resampling_figure,
+    samples_figure,
+    survivors_after_stages,
+    survivors_figure,
+    top_ids,
+)
+from lifecycle.sampling import SampledDistribution, SamplingSettings, apply_sampling, choose_token, entropy_bits
+from ui.cache import cached_journey
+from ui.frame import lesson, stage_page
+from ui.settings import NUMBERS, JourneySettings
+
+KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+LOCAL = {knob: f"what_if_{knob}" for knob in KNOBS}
+BASIS = "what_if_basis"
+TOP_K_CHOICES = (0, 1, 2, 3, 5, 10, 20, 40, 50, 100, 200, 500, 1000)
+# Temperature rules of thumb (common practice, not law); the other knobs stay as they are.
+PRESETS = {
+    "Extraction, tools": 0.0,
+    "Code": 0.1,
+    "Retrieval Q&A": 0.2,
+    "Creative writing": 0.9,
+}
+SHOWN_TOKENS = 25
+DRAWN_TOKENS = 12
+DRAW_COUNTS = (100, 1000, 5000)
+NUCLEUS_RANKS = 2000
+
+
+def _basis(settings: JourneySettings) -> tuple:
+    return tuple(getattr(settings, knob) for knob in KNOBS)
+
+
+def _start_from_sidebar(settings: JourneySettings) -> None:
+    """(Re)initialise the what-if sliders when the sidebar settings changed or the page was left."""
+    state = st.session_state
+    if state.get(BASIS) != _basis(settings) or any(key not in state for key in LOCAL.values()):
+        for knob, key in LOCAL.items():
+            state[key] = getattr(settings, knob)
+        state[BASIS] = _basis(settings)
+
+
+def _use_for_journey() -> None:
+    # A callback runs before the sidebar widgets exist in the next run, so it may set their state.
+    for knob, key in LOCAL.items():
+        st.session_state[knob] = st.session_state[key]
+
+
+def _preset(temperature: float) -> None:
+    st.session_state[LOCAL["temperature"]] = temperature
+
+
+def _what_if_controls(settings: JourneySettings) -> SamplingSettings:
+    _start_from_sidebar(settings)
+    columns = st.columns(len(KNOBS))
+    for column, knob in zip(columns, KNOBS):
+        spec = NUMBERS[knob]
+        with column:
+            if knob == "top_k":
+                choices = sorted({*TOP_K_CHOICES, settings.top_k})
+                st.select_slider(spec.label, choices, key=LOCAL[knob], help=spec.help)
+            else:
+                st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL[knob], help=spec.help)
+    st.caption("Presets (temperature)")
+    for column, (name, temperature) in zip(st.columns(len(PRESETS)), PRESETS.items()):
+        column.button(f"{name}: {temperature:g}", on_click=_preset, args=(temperature,), width="stretch")
+    st.button("Use these settings for the journey", on_click=_use_for_journey, type="primary",
+              icon=":material/check:", help="Copies them to the sidebar: every page and the generation use them.")
+    st.caption(
+        "Presets set the temperature only. They are common rules of thumb, not laws: 0 for extraction "
+        "and function calling, 0.1–0.3 for retrieval Q&A, 0–0.2 for code, 0.7–1.0 for creative writing. "
+        "A higher temperature does not make a model creative; it only gives less likely tokens more chances. "
+        "Here temperature 0 is exact greedy decoding; hosted APIs do not promise identical answers at 0."
+    )
+    values = {knob: st.session_state[LOCAL[knob]] for knob in KNOBS}
+    return SamplingSettings(**values, seed=settings.seed)
+
+
+def _lesson(sampled: SampledDistribution, what_if: SamplingSettings, vocabulary: int) -> None:
+    top = int(np.argmax(sampled.base_probs))
+    what = "greedy decoding (temperature 0)" if sampled.greedy else (
+        f"temperature {what_if.temperature:g}, top-p {what_if.top_p:g}, top-k {what_if.top_k} "
+        f"and min-p {what_if.min_p:g}")
+    lesson(
+        f"The model's most likely next token has a **{sampled.base_probs[top]:.1%}** chance, and the "
+        f"distribution's entropy is **{entropy_bits(sampled.base_probs):.2f} bits**. Sampling reshapes it before "
+        f"one token is drawn: with {what} and a repetition penalty of {what_if.repetition_penalty:g}, "
+        f"**{sampled.kept:,} of {vocabulary:,}** tokens stay in play, the top token's chance becomes "
+        f"**{sampled.final_probs[top]:.1%}** and the entropy **{sampled.entropy_bits:.2f} bits**. Move the "
+        "sliders: each move reuses the logits the model already computed, without running it again."
+    )
+
+
+def _metrics(sampled: SampledDistribution, vocabulary: int) -> None:
+    before, after, survivors, removed = st.columns(4)
+    before.metric("Entropy before", f"{entropy_bits(sampled.base_probs):.2f} bits")
+    after.metric("Entropy after", f"{sampled.entropy_bits:.2f} bits")
+    survivors.metric("Tokens that survive", f"{sampled.kept:,}")
+    removed.metric("Tokens removed", f"{vocabulary - sampled.kept:,}")
+
+
+def _nucleus(logits: np.ndarray, what_if: SamplingSettings, previous, sampled: SampledDistribution) -> None:
+    st.subheader("The nucleus (top-p)", anchor=False)
+    if sampled.greedy:
+        st.info("At temperature 0 decoding is greedy: the top token is taken and top-p has nothing to cut.")
+        return
+    # Top-p sees the distribution left after temperature and top-k, renormalized.
+    before_top_p = apply_sampling(logits, replace(what_if, top_p=1.0, min_p=0.0), previous).final_probs
+    nucleus = sampled.kept + sampled.removed_count("min_p") if what_if.top_p < 1 else None
+    ranks = min(int(np.count_nonzero(before_top_p)), max(100, 3 * (nucleus or 0)), NUCLEUS_RANKS)
+    st.plotly_chart(nucleus_figure(cumulative_mass(before_top_p, ranks), what_if.top_p, nucleus), key="nucleus")
+    if nucleus is None:
+        st.caption(f"top_p = 1: top-p is off. The curve shows the {ranks:,} most likely tokens.")
+    else:
+        st.caption(
+            f"Top-p keeps the smallest set of most likely tokens whose probabilities add up to at least "
+            f"{what_if.top_p:g}: here **{nucleus:,}** tokens. Curve cut at the {ranks:,} most likely tokens."
+        )
+
+
+def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
+    st.subheader("Draw N samples", anchor=False)
+    draws = st.segmented_control("Draws", DRAW_COUNTS, default=1000, key="what_if_draws",
+                                 format_func=lambda n: f"{n:,}") or 1000
+    rng = np.random.default_rng(seed)
+    counts = np.bincount([choose_token(sampled, rng) for _ in range(draws)], minlength=sampled.final_probs.size)
+    ids = top_ids(sampled.final_probs, DRAWN_TOKENS)
+    ids = ids[sampled.final_probs[ids] > 0]
+    labels = rank_labels(ids, token_text)
+    expected = list(sampled.final_probs[ids])
+    observed = list(counts[ids] / draws)
+    rest_expected, rest_observed = 1 - sum(expected), 1 - sum(observed)
+    if rest_expected > 1e-9 or rest_observed > 0:
+        labels.append("all other tokens")
+        expected.append(max(rest_expected, 0.0))
+        observed.append(rest_observed)
+    st.plotly_chart(samples_figure(labels, expected, observed, draws), key="draws")
+    distinct = int(np.count_nonzero(counts))
+    st.caption(
+        f"{draws:,} real draws with choose_token (the function the generation loop uses), seeded with "
+        f"{seed}: **{distinct:,}** different tokens came up. With more draws the shares close in on the "
+        "probabilities; that gap is just chance."
+    )
+
+
+with stage_page("sampling") as settings:
+    journey = cached_journey(settings)
+    logits, previous = journey.forward.last_logits, journey.rendered.ids
+    token_text = journey.next_token.token_text
+    vocabulary = int(logits.size)
+
+    intro = st.container()  # the lesson comes first but needs the sliders' values
+    st.subheader("What if you sampled differently?", anchor=False)
+    what_if = _what_if_controls(settings)
+    sampled = apply_sampling(logits, what_if, previous)
+    with intro:
+        _lesson(sampled, what_if, vocabulary)
+    _metrics(sampled, vocabulary)
+
+    st.subheader(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling", anchor=False)
+    st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling")
+    st.caption(
+        "Left: the model's own probabilities (softmax at temperature 1), grey where a stage removed the "
+        "token. Right: the probabilities the next token is actually drawn from, renormalized over the "
+        "survivors. Stages run in order: repetition penalty, temperature, top-k, top-p, min-p; a token is "
+        "named after the first stage that removed it."
+    )
+    st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="survivors")
+    _nucleus(logits, what_if, previous, sampled)
+    _draws(sampled, token_text, settings.seed)
