@@ -6,6 +6,7 @@ RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8501
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+BROWSER_PACKAGES := chromium fonts-noto-cjk fonts-noto-core fonts-noto-color-emoji
 
 .PHONY: install install-dev run test test-fast bench browser clean
 
@@ -28,7 +29,7 @@ install-dev: $(DEV_STAMP)
 # Browser tests drive Debian's chromium through Playwright, never a downloaded browser build;
 # the Noto fonts let screenshots show CJK, Indic and emoji text.
 browser:
-	@test -x /usr/bin/chromium -a -d /usr/share/fonts/opentype/noto || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-core fonts-noto-color-emoji >/dev/null; }
+	@dpkg -s $(BROWSER_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null; }
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
