@@ -8,7 +8,6 @@ character get a dashed border. Every piece of token text goes through ``html.esc
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -20,7 +19,6 @@ CHIP_TINTS = ("#D6EAF8", "#FCE5B6")  # light sky blue / light orange (Okabe-Ito 
 SPECIAL_CHIP = "#000000"
 VISIBLE_WHITESPACE = {" ": "·", "\n": "↵", "\t": "→", "\r": "␍"}
 ENCODING_LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o)", "cl100k_base": "cl100k_base (GPT-4)"}
-_HEX_GROUP = re.compile(r"(<[0-9A-F]{2}(?: [0-9A-F]{2})*>)")
 _CHIP_STYLE = (
     "display:inline-block;margin:2px 1px;padding:1px 5px;border-radius:4px;"
     "font-family:ui-monospace,monospace;font-size:16px;line-height:1.3;text-align:center;"
@@ -33,14 +31,6 @@ def visible_whitespace(text: str) -> str:
     return "".join(VISIBLE_WHITESPACE.get(char, char) for char in text)
 
 
-def _display(token: Token) -> str:
-    """Visible-whitespace text; a partial token's hex groups ("<F0 9F>") keep their spaces."""
-    if not token.partial:
-        return visible_whitespace(token.text)
-    parts = _HEX_GROUP.split(token.text)
-    return "".join(part if index % 2 else visible_whitespace(part) for index, part in enumerate(parts))
-
-
 def _chip(token: Token, position: int) -> str:
     hex_bytes = " ".join(f"{b:02X}" for b in token.bytes)
     kind = " · special token" if token.special else (" · part of a UTF-8 character" if token.partial else "")
@@ -50,7 +40,7 @@ def _chip(token: Token, position: int) -> str:
     else:
         border = "2px dashed #D55E00" if token.partial else "1px solid #888888"
         colours = f"background:{CHIP_TINTS[position % 2]};color:#111111;border:{border};"
-    text = html.escape(_display(token))
+    text = html.escape(visible_whitespace(token.text))
     chip = (
         f'<span class="token-chip" title="{title}" style="{_CHIP_STYLE}{colours}">{text}'
         f'<br><small style="font-size:12px;opacity:0.8">{token.id}</small></span>'

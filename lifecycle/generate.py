@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lifecycle.detokenize import IncrementalDetokenizer, token_bytes, token_display
+from lifecycle.detokenize import IncrementalDetokenizer
+from lifecycle.vocabulary import token_bytes, token_display
 from lifecycle.errors import LifecycleError
 from lifecycle.sampling import SampledDistribution, SamplingSettings, TokenCandidate, apply_sampling, choose_token
 
@@ -64,6 +65,18 @@ class Generation:
     @property
     def completion_tokens(self) -> int:
         return len(self.steps)
+
+    @classmethod
+    def collect(cls, prompt_ids: Sequence[int], steps: list[GenerationStep], prefill_seconds: float) -> Generation:
+        """The finished generation of ``steps`` (as ``generate_steps`` yielded them)."""
+        return cls(
+            prompt_ids=[int(i) for i in prompt_ids],
+            steps=steps,
+            finish_reason=steps[-1].finished if steps else "cancelled",
+            text="".join(step.delta for step in steps),
+            prefill_seconds=prefill_seconds,
+            decode_seconds=sum(step.seconds for step in steps),
+        )
 
 
 def end_of_sequence_ids(loaded) -> frozenset[int]:
@@ -255,11 +268,4 @@ def generate(
     """Run the whole loop and collect it; ``text`` is exactly what a stream of the same run delivers."""
     timings: dict = {}
     steps = list(generate_steps(loaded, prompt_ids, settings, max_tokens, stop, forced, cancelled, timings))
-    return Generation(
-        prompt_ids=[int(i) for i in prompt_ids],
-        steps=steps,
-        finish_reason=steps[-1].finished if steps else "cancelled",
-        text="".join(step.delta for step in steps),
-        prefill_seconds=timings.get("prefill_seconds", 0.0),
-        decode_seconds=sum(step.seconds for step in steps),
-    )
+    return Generation.collect(prompt_ids, steps, timings.get("prefill_seconds", 0.0))

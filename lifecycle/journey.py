@@ -231,12 +231,4 @@ def _generate_and_stream(
     clock.timings.append(StageTiming("prefill", prefill, f"{len(rendered.ids)} prompt tokens in one pass"))
     for step in steps:
         clock.timings.append(StageTiming(f"decode {step.index + 1}", step.seconds, repr(step.text)))
-    generation = Generation(
-        prompt_ids=list(rendered.ids),
-        steps=steps,
-        finish_reason=steps[-1].finished if steps else "cancelled",
-        text="".join(step.delta for step in steps),
-        prefill_seconds=prefill,
-        decode_seconds=sum(step.seconds for step in steps),
-    )
-    return generation, events
+    return Generation.collect(rendered.ids, steps, prefill), events

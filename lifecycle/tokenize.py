@@ -9,10 +9,10 @@ those characters, never the control token. Only the chat template (``lifecycle.c
 special tokens.
 
 Display convention for ``Token.text``: the token's bytes decoded as UTF-8; bytes that are only
-part of a character (byte-level BPE splits emoji and CJK characters across tokens) are shown as
-upper-case hex in angle brackets, one group per incomplete sequence, e.g. ``b"\\xf0\\x9f"`` ->
-``"<F0 9F>"``. ``Token.bytes`` is always exact, and such a token's span covers the character its
-bytes belong to, so two tokens can span the same character.
+part of a character (byte-level BPE splits emoji and CJK characters across tokens) are shown one
+by one as ``<0xF0>`` (``lifecycle.vocabulary.token_display``). ``Token.bytes`` is always exact,
+and such a token's span covers the character its bytes belong to, so two tokens can span the same
+character.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Sequence
 import tiktoken
 
 from lifecycle.errors import LifecycleError
+from lifecycle.vocabulary import token_bytes, token_display
 
 MODEL_ENCODING = "model"
 ENCODINGS = (MODEL_ENCODING, "o200k_base", "cl100k_base")
@@ -42,13 +43,6 @@ TIKTOKEN_SHA256 = {
 # Enough for the largest window preset (128k tokens at ~4 characters each), tokenized in seconds.
 MAX_TEXT_CHARS = 500_000
 
-
-def _hex_partial_bytes(error: UnicodeDecodeError) -> tuple[str, int]:
-    chunk = error.object[error.start : error.end]
-    return "<" + " ".join(f"{b:02X}" for b in chunk) + ">", error.end
-
-
-codecs.register_error("lifecycle-hex", _hex_partial_bytes)
 
 
 @dataclass(frozen=True)
@@ -150,36 +144,10 @@ def tiktoken_encoding(name: str) -> tiktoken.Encoding:
 # --- the model's own tokenizer ---------------------------------------------------------------
 
 
-def _byte_level_alphabet() -> dict[str, int]:
-    """GPT-2 byte-level BPE: each byte is written as one printable character in token strings."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            chars[chr(byte)] = byte
-        else:
-            chars[chr(256 + extra)] = byte
-            extra += 1
-    return chars
-
-
-_BYTE_LEVEL = _byte_level_alphabet()
-
-
 def _model():
     from lifecycle.model import shared_model
 
     return shared_model()
-
-
-def _model_token_bytes(tokenizer, ids: Sequence[int]) -> list[bytes]:
-    pieces = []
-    for token_id, piece in zip(ids, tokenizer.convert_ids_to_tokens(list(ids))):
-        if all(char in _BYTE_LEVEL for char in piece):
-            pieces.append(bytes(_BYTE_LEVEL[char] for char in piece))
-        else:  # not a byte-level token (another model family): its decoded text
-            pieces.append(tokenizer.decode([token_id]).encode("utf-8"))
-    return pieces
 
 
 def encode_plain(text: str) -> list[int]:
@@ -196,7 +164,7 @@ def _tokenize_with_model(text: str) -> Tokenization:
             text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True
         )
         ids = encoded["input_ids"]
-        pieces = _model_token_bytes(loaded.tokenizer, ids)
+    pieces = [token_bytes(loaded).of(token_id) for token_id in ids]
     if b"".join(pieces) == text.encode("utf-8"):
         spans = _spans_from_bytes(pieces)[1]
     else:  # a normalising tokenizer: its bytes do not add up to the text, trust its offsets
@@ -227,7 +195,7 @@ def _tokenization(encoding, text, ids, pieces, spans, special: set[int]) -> Toke
         Token(
             id=int(token_id),
             bytes=piece,
-            text=piece.decode("utf-8", errors="lifecycle-hex"),
+            text=token_display(piece),
             start=start,
             end=end,
             special=int(token_id) in special,
@@ -272,11 +240,10 @@ def tokenize_ids(ids: Sequence[int], encoding: str = MODEL_ENCODING) -> Tokeniza
     _check_encoding(encoding)
     ids = [int(token_id) for token_id in ids]
     if encoding == MODEL_ENCODING:
-        loaded = _model()
-        with loaded.tokenizer_lock:
-            _check_ids(ids, len(loaded.tokenizer))
-            pieces = _model_token_bytes(loaded.tokenizer, ids)
-            special = set(loaded.tokenizer.all_special_ids)
+        vocabulary = token_bytes(_model())
+        _check_ids(ids, len(vocabulary.table))
+        pieces = [vocabulary.of(token_id) for token_id in ids]
+        special = set(vocabulary.special)
     else:
         enc = tiktoken_encoding(encoding)
         _check_ids(ids, enc.n_vocab)

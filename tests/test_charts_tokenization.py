@@ -46,10 +46,10 @@ def test_chips_show_ids_whitespace_and_alternate_colours():
 
 def test_special_and_partial_tokens_are_marked():
     special = token("<|im_start|>", 1, special=True)
-    partial = token("<F0 9F>", 9, raw=b"\xf0\x9f")
+    partial = token("<0xF0><0x9F>", 9, raw=b"\xf0\x9f")
     found = chips(token_chips_html([special, partial], limit=10))
     assert "special token" in found[0] and "font-weight:700" in found[0]
-    assert "&lt;F0 9F&gt;" in found[1] and "dashed" in found[1] and "part of a UTF-8 character" in found[1]
+    assert "&lt;0xF0&gt;&lt;0x9F&gt;" in found[1] and "dashed" in found[1] and "part of a UTF-8 character" in found[1]
     assert "special" not in found[1]
 
 
@@ -77,5 +77,5 @@ def test_tokenizer_count_chart_bars_equal_the_counts():
 
 
 def test_partial_token_with_a_space_before_its_bytes():
-    found = chips(token_chips_html([token(" <E4 BD>", 5, raw=b" \xe4\xbd")], limit=1))
-    assert "·&lt;E4 BD&gt;" in found[0]
+    found = chips(token_chips_html([token(" <0xE4><0xBD>", 5, raw=b" \xe4\xbd")], limit=1))
+    assert "·&lt;0xE4&gt;&lt;0xBD&gt;" in found[0]

@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from lifecycle.detokenize import IncrementalDetokenizer, detokenize, detokenized_text, token_bytes, token_display
+from lifecycle.detokenize import IncrementalDetokenizer, detokenize, detokenized_text
+from lifecycle.vocabulary import token_bytes, token_display
 from lifecycle.errors import LifecycleError
 
 TEXTS = [

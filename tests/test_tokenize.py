@@ -67,7 +67,7 @@ def test_a_split_emoji_is_shown_as_hex_and_both_parts_span_it(encoding):
 def test_partial_bytes_display_convention():
     token = tk.tokenize("🚀", "cl100k_base").tokens[0]
     assert token.partial
-    assert token.text == "<" + " ".join(f"{b:02X}" for b in token.bytes) + ">"
+    assert token.text == "".join(f"<0x{b:02X}>" for b in token.bytes)
 
 
 def test_chinese_is_split_mid_character_by_the_model_tokenizer(loaded):

@@ -9,7 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from charts.detokenization import bytes_per_token
-from lifecycle.detokenize import DetokenizedStep, detokenize, token_display
+from lifecycle.detokenize import DetokenizedStep, detokenize
+from lifecycle.vocabulary import token_display
 from lifecycle.stream import assemble
 from lifecycle.tokenize import encode_plain
 from ui.cache import cached_journey
