@@ -13,7 +13,7 @@ def test_home_renders_the_map_with_a_link_to_every_stage(run_page):
     assert not app.exception
     links = app.get("page_link")
     assert [link.proto.page for link in links] == [page.url_path for page in STAGES]
-    assert [s.value for s in app.subheader] == list(PHASES)
+    assert [s.value for s in app.subheader][: len(PHASES)] == list(PHASES)
     assert DEFAULT_PROMPT in texts(app)
     model_line = next(c.value for c in app.caption if c.value.startswith("Model: "))
     assert "30 layers" in model_line and "49,152 tokens" in model_line
