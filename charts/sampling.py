@@ -27,7 +27,7 @@ BASE_COLOUR, FINAL_COLOUR = OKABE_ITO[0], OKABE_ITO[1]
 def token_label(text: str) -> str:
     """A token as a chart label: whitespace made visible, and escaped, because Plotly renders
     a few HTML tags (<b>, <br>, <a>) in labels and tokens are model output."""
-    return html.escape(text.translate(_VISIBLE_WHITESPACE) or "∅")
+    return html.escape(text.translate(_VISIBLE_WHITESPACE) or "∅", quote=False)  # Plotly shows &quot; literally
 
 
 def rank_labels(ids: Sequence[int], token_text: Callable[[int], str]) -> list[str]:
@@ -115,9 +115,9 @@ def nucleus_figure(cumulative: Sequence[float], top_p: float, nucleus_size: int 
         # A trace, not add_vline: shapes on a log axis would need log10 coordinates.
         figure.add_trace(
             go.Scatter(
-                name="Nucleus boundary", x=[nucleus_size, nucleus_size], y=[0, 1.06], mode="lines+text",
-                line=dict(color=OKABE_ITO[2], dash="dot", width=3), textposition="top left",
-                text=["", f"nucleus: {nucleus_size:,} token{'s' * (nucleus_size != 1)}"], hoverinfo="skip",
+                name="Nucleus boundary", x=[nucleus_size] * 3, y=[0, 0.12, 1.06], mode="lines+text",
+                line=dict(color=OKABE_ITO[2], dash="dot", width=3), textposition="middle right",
+                text=["", f" nucleus: {nucleus_size:,} token{'s' * (nucleus_size != 1)}", ""], hoverinfo="skip",
             )
         )
     figure.update_layout(

@@ -114,7 +114,7 @@ def _step_detail(generation: Generation, revealed: int, picked, greedy: bool) ->
     step = shown[chosen]
     left, right = st.columns([3, 2])
     with left:
-        st.plotly_chart(alternatives_figure(step), key="alternatives")
+        st.plotly_chart(alternatives_figure(step), key="alternatives", theme=None)
     with right:
         st.markdown(f"**Step {step.index + 1}**, {_how_chosen(step, picked, greedy)}: the chosen token")
         st.code(repr(step.text), language=None)
@@ -184,7 +184,7 @@ with stage_page("generation") as settings:
     st.dataframe(_table(shown[-TABLE_ROWS:], picked, greedy), hide_index=True)
     if len(shown) > TABLE_ROWS:
         st.caption(f"The table shows the last {TABLE_ROWS} of {len(shown)} steps.")
-    st.plotly_chart(steps_figure(shown, picked, total), key="steps")
+    st.plotly_chart(steps_figure(shown, picked, total), key="steps", theme=None)
     st.caption(f"Step 1's time excludes the prefill ({1000 * generation.prefill_seconds:.0f} ms for the "
                f"{len(journey.rendered.ids)} prompt tokens): its logits come from that pass.")
     if revealed >= total:

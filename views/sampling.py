@@ -123,7 +123,8 @@ def _nucleus(logits: np.ndarray, what_if: SamplingSettings, previous, sampled: S
     before_top_p = apply_sampling(logits, replace(what_if, top_p=1.0, min_p=0.0), previous).final_probs
     nucleus = sampled.kept + sampled.removed_count("min_p") if what_if.top_p < 1 else None
     ranks = min(int(np.count_nonzero(before_top_p)), max(100, 3 * (nucleus or 0)), NUCLEUS_RANKS)
-    st.plotly_chart(nucleus_figure(cumulative_mass(before_top_p, ranks), what_if.top_p, nucleus), key="nucleus")
+    figure = nucleus_figure(cumulative_mass(before_top_p, ranks), what_if.top_p, nucleus)
+    st.plotly_chart(figure, key="nucleus", theme=None)
     if nucleus is None:
         st.caption(f"top_p = 1: top-p is off. The curve shows the {ranks:,} most likely tokens.")
     else:
@@ -149,7 +150,7 @@ def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
         labels.append("all other tokens")
         expected.append(max(rest_expected, 0.0))
         observed.append(rest_observed)
-    st.plotly_chart(samples_figure(labels, expected, observed, draws), key="draws")
+    st.plotly_chart(samples_figure(labels, expected, observed, draws), key="draws", theme=None)
     distinct = int(np.count_nonzero(counts))
     st.caption(
         f"{draws:,} real draws with choose_token (the function the generation loop uses), seeded with "
@@ -173,13 +174,13 @@ with stage_page("sampling") as settings:
     _metrics(sampled, vocabulary)
 
     st.subheader(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling", anchor=False)
-    st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling")
+    st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling", theme=None)
     st.caption(
         "Left: the model's own probabilities (softmax at temperature 1), grey where a stage removed the "
         "token. Right: the probabilities the next token is actually drawn from, renormalized over the "
         "survivors. Stages run in order: repetition penalty, temperature, top-k, top-p, min-p; a token is "
         "named after the first stage that removed it."
     )
-    st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="survivors")
+    st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="survivors", theme=None)
     _nucleus(logits, what_if, previous, sampled)
     _draws(sampled, token_text, settings.seed)
