@@ -8,6 +8,12 @@ from playwright.sync_api import Page, expect
 
 EXCEPTION = '[data-testid="stException"]'
 IDLE_APP = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+# Every Plotly chart has drawn its SVG (the script can be idle while the browser still draws).
+CHARTS_DRAWN = (
+    "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
+    ".every(chart => chart.querySelector('.main-svg'))"
+)
+SETTLE_MS = 1500  # after a viewport resize the frontend re-lays out every element
 
 
 def open_page(page: Page, base_url: str, url_path: str = "", **params: object) -> None:
@@ -35,4 +41,6 @@ def full_screenshot(page: Page, path) -> None:
     width = page.viewport_size["width"]
     page.set_viewport_size({"width": width, "height": max(900, min(int(height) + 40, 8000))})
     wait_idle(page)
+    page.wait_for_timeout(SETTLE_MS)
+    page.wait_for_function(CHARTS_DRAWN)
     page.screenshot(path=path, full_page=True)
