@@ -8,7 +8,6 @@ when each frame of a streamed answer left the server, against the time the reque
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 
@@ -18,6 +17,7 @@ from charts.theme import OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.context import ContextBudget, ContextSegment
 from lifecycle.gateway import CallRecord
 from lifecycle.serving import LiveCall
+from lifecycle.stream import delta_content, event_data
 
 # What a frame carries, in the order a well-formed stream sends them; one colour (and marker) each.
 FRAME_KINDS = ("role", "content", "finish", "usage", "done", "error", "other")
@@ -32,29 +32,11 @@ KIND_STYLES = {
 }
 
 
-def frame_data(sse: str) -> dict | None:
-    """The JSON object a ``data: {...}`` frame carries (None for ``[DONE]`` or anything else)."""
-    text = sse.strip().removeprefix("data:").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def frame_content(data: dict | None) -> str:
-    """The text in choice 0's delta ("" when the frame carries none)."""
-    try:
-        return data["choices"][0]["delta"].get("content") or ""
-    except (TypeError, KeyError, IndexError, AttributeError):
-        return ""
-
-
 def frame_kind(sse: str) -> str:
     """What one frame is: role (the first delta), content, finish, usage, done, error or other."""
     if sse.strip().removeprefix("data:").strip() == "[DONE]":
         return "done"
-    data = frame_data(sse)
+    data = event_data(sse)
     if data is None:
         return "other"
     if "error" in data:
@@ -66,7 +48,7 @@ def frame_kind(sse: str) -> str:
     delta = choice.get("delta") or {}
     if choice.get("finish_reason"):
         return "finish"
-    if frame_content(data):
+    if delta_content(data):
         return "content"
     return "role" if "role" in delta else "other"
 
@@ -77,7 +59,7 @@ def frame_rows(frames: Sequence[Mapping]) -> list[dict]:
     rows, previous = [], None
     for number, frame in enumerate(frames, start=1):
         at, sse = float(frame["at"]), str(frame["sse"])
-        data = frame_data(sse)
+        data = event_data(sse)
         choices = (data or {}).get("choices") or [{}]
         finish = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
         rows.append({
@@ -85,7 +67,7 @@ def frame_rows(frames: Sequence[Mapping]) -> list[dict]:
             "at (ms)": round(at * 1000, 1),
             "gap (ms)": None if previous is None else round((at - previous) * 1000, 1),
             "kind": frame_kind(sse),
-            "content": frame_content(data),
+            "content": delta_content(data),
             "finish_reason": finish,
             "sent": sse.rstrip("\n"),
         })
@@ -95,7 +77,7 @@ def frame_rows(frames: Sequence[Mapping]) -> list[dict]:
 
 def streamed_text(frames: Sequence[Mapping]) -> str:
     """The answer's text as the client reassembles it from the content deltas."""
-    return "".join(frame_content(frame_data(str(frame["sse"]))) for frame in frames)
+    return "".join(delta_content(event_data(str(frame["sse"]))) for frame in frames)
 
 
 def frame_timeline(frames: Sequence[Mapping], ttft: float | None = None) -> go.Figure:

@@ -472,7 +472,7 @@ class _Job:
                     exchange.outcome, exchange.error = "error", data["error"]["message"]
                 at = round(event.at, 6)
                 frames.append({"at": at, "sse": sse})
-                if _delta_content(data):
+                if streaming.delta_content(data):
                     self.call.completion_tokens += 1
                     exchange.ttft = exchange.ttft if exchange.ttft is not None else at
                 for choice in (data or {}).get("choices") or []:
@@ -494,7 +494,7 @@ class _Job:
 
     def _stream_timings(self, frames: list[dict]) -> None:
         exchange = self.exchange
-        content_at = [f["at"] for f in frames if _delta_content(_frame_data(f["sse"]))]
+        content_at = [f["at"] for f in frames if streaming.delta_content(streaming.event_data(f["sse"]))]
         span = content_at[-1] - content_at[0] if len(content_at) > 1 else 0.0
         exchange.journey["timings"] = {
             "queue_seconds": round(self.call.waited_seconds, 6), "ttft": exchange.ttft,
@@ -525,20 +525,6 @@ class _Job:
                 yield item
 
 
-def _delta_content(data: dict | None) -> str:
-    try:
-        return data["choices"][0]["delta"].get("content") or ""
-    except (TypeError, KeyError, IndexError, AttributeError):
-        return ""
-
-
-def _frame_data(sse: str) -> dict | None:
-    text = sse.strip().removeprefix("data:").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _error_frame(error: Exception) -> str:

@@ -129,7 +129,7 @@ def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey
     loaded = loaded or shared_model()
     clock = _Stopwatch()
     conversation = inp.conversation()
-    request = clock.run("request", lambda: _request(inp, loaded, conversation))
+    request = clock.run("request", lambda: journey_request(inp, loaded.name))
     prompt_tokens = clock.run("tokenization", lambda: tokenize(inp.prompt))
     rendered = clock.run("chat template", lambda: render_prompt(conversation, raw=inp.raw))
     budget = context_budget(rendered, inp.window, inp.max_tokens)
@@ -184,13 +184,14 @@ def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey
     )
 
 
-def _request(inp: JourneyInput, loaded: LoadedModel, conversation: Conversation) -> ChatRequest:
+def journey_request(inp: JourneyInput, model: str | None = None) -> ChatRequest:
+    """The streamed chat-completions request a client sends for ``inp`` (what the Request page shows)."""
     s = inp.sampling
     return chat_request(
         inp.prompt,
         system=inp.system or None,
-        history=conversation.history,
-        model=loaded.name,
+        history=inp.conversation().history,
+        model=model,
         temperature=s.temperature,
         top_p=s.top_p,
         top_k=s.top_k,

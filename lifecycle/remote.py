@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from lifecycle.errors import LifecycleError
+from lifecycle.stream import delta_content
 
 REDACTED = "Bearer ***"
 # A stream or body beyond this is cut off (and says so): a misbehaving server cannot exhaust memory.
@@ -55,24 +56,17 @@ class RemoteExchange:
     @property
     def ttft(self) -> float | None:
         """Seconds until the first frame carrying content."""
-        return next((f.at for f in self.frames if _delta_text(f.data)), None)
+        return next((f.at for f in self.frames if delta_content(f.data)), None)
 
     @property
     def text(self) -> str:
         """The answer: joined content deltas of a stream, or the message of a JSON response."""
         if self.frames:
-            return "".join(_delta_text(f.data) for f in self.frames)
+            return "".join(delta_content(f.data) for f in self.frames)
         try:
             return json.loads(self.body)["choices"][0]["message"]["content"] or ""
         except (ValueError, KeyError, IndexError, TypeError):
             return ""
-
-
-def _delta_text(data: dict | None) -> str:
-    try:
-        return data["choices"][0]["delta"].get("content") or ""
-    except (TypeError, KeyError, IndexError, AttributeError):
-        return ""
 
 
 def completions_url(base_url: str) -> str:

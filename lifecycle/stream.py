@@ -129,15 +129,28 @@ class StreamMetrics:
     total_seconds: float
 
 
-def _content(data: dict | None) -> str:
-    choices = (data or {}).get("choices") or []
-    return ((choices[0].get("delta") or {}).get("content") or "") if choices else ""
+def delta_content(data: dict | None) -> str:
+    """The text in choice 0's delta of one chunk ("" for role-only, finish, usage and error chunks)."""
+    try:
+        return data["choices"][0]["delta"].get("content") or ""
+    except (TypeError, KeyError, IndexError, AttributeError):
+        return ""
+
+
+def event_data(sse: str) -> dict | None:
+    """The JSON object one ``data: {...}`` event carries (None for ``[DONE]`` or anything not an object)."""
+    text = sse.strip().removeprefix("data:").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def stream_metrics(events: Iterable[StreamEvent]) -> StreamMetrics:
     """Latency figures from the events' own timestamps (zeros when there was no content)."""
     events = list(events)
-    times = [event.at for event in events if _content(event.data)]
+    times = [event.at for event in events if delta_content(event.data)]
     gaps = [later - earlier for earlier, later in zip(times, times[1:])]
     rate = len(gaps) / sum(gaps) if gaps and sum(gaps) > 0 else 0.0
     return StreamMetrics(times[0] if times else 0.0, gaps, rate, events[-1].at if events else 0.0)

@@ -7,11 +7,11 @@ import streamlit as st
 
 from charts.request import resent_tokens_chart
 from lifecycle.context import NEW_MESSAGE, render_messages
+from lifecycle.journey import journey_request
 from lifecycle.remote import send_chat_completion
 from lifecycle.request import (
     DEFAULT_BASE_URL,
     EXTENSIONS,
-    chat_request,
     render_curl,
     render_http_request,
     render_http_response,
@@ -31,23 +31,6 @@ FOLLOW_UPS = pd.DataFrame(
         "assistant": ["", ""],
     }
 )
-
-
-def _request(settings, stream: bool):
-    return chat_request(
-        settings.prompt,
-        system=settings.system_prompt.strip() or None,
-        history=[{"role": role, "content": content} for role, content in settings.history],
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        top_k=settings.top_k,
-        min_p=settings.min_p,
-        repetition_penalty=settings.repetition_penalty,
-        max_tokens=settings.max_tokens,
-        stream=stream,
-        include_usage=settings.include_usage,
-        seed=settings.seed,
-    )
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
@@ -259,7 +242,7 @@ def _show_exchange(exchange) -> None:
 
 with stage_page("request") as settings:
     journey = cached_journey(settings)
-    request = _request(settings, stream=True)
+    request = journey_request(settings.journey_input())
     body_bytes = len(request.wire_body())
     usage = journey.response["usage"]
     lesson(

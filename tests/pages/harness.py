@@ -9,7 +9,12 @@ Settings go in as URL query parameters, exactly as a copied deep link would carr
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
 
 from streamlit.testing.v1 import AppTest
 
@@ -40,3 +45,18 @@ def _query_value(value: object) -> str:
 def texts(app: AppTest) -> list[str]:
     """Every st.text value on the page (where user text and model output are shown)."""
     return [element.value for element in app.text]
+
+
+def plotly_figure(app: AppTest, key: str) -> go.Figure:
+    """The figure a page drew with ``st.plotly_chart(..., key=key)``, rebuilt from what it sent to the browser."""
+    spec = next(chart for chart in app.get("plotly_chart") if chart.proto.id.endswith(key)).proto.spec
+    return go.Figure(json.loads(spec, object_hook=_typed_array))
+
+
+def _typed_array(item: dict):
+    """Plotly sends numeric arrays as base64 typed arrays: decode them back to numpy."""
+    if "bdata" not in item:
+        return item
+    values = np.frombuffer(base64.b64decode(item["bdata"]), dtype=item["dtype"])
+    shape = item.get("shape")
+    return values.reshape([int(n) for n in str(shape).split(",")]) if shape else values

@@ -1,32 +1,15 @@
 """Attention page: the chosen head's real weights, the pronoun example and the logit lens."""
 
-import base64
-import json
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward
+from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"
 PRONOUN = "The programmer fixed the bug because it caused crashes."
-
-
-def chart(app, key):
-    """The Plotly figure drawn under ``key``, as the browser receives it."""
-    spec = next(c for c in app.get("plotly_chart") if c.proto.id.endswith(key)).proto.spec
-    return go.Figure(json.loads(spec, object_hook=typed_array))
-
-
-def typed_array(item: dict):
-    """Plotly sends numeric arrays as base64 typed arrays: decode them back to numpy."""
-    if "bdata" not in item:
-        return item
-    values = np.frombuffer(base64.b64decode(item["bdata"]), dtype=item["dtype"])
-    shape = item.get("shape")
-    return values.reshape([int(n) for n in str(shape).split(",")]) if shape else values
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +23,13 @@ def test_chosen_head_and_mean_are_the_models_weights(run_page, forward):
     app.slider(key="attention_layer").set_value(3).run()
     app.selectbox(key="attention_head").set_value(4).run()
     assert not app.exception
-    np.testing.assert_allclose(np.array(chart(app, "attention_head_map").data[0].z, dtype=float),
+    np.testing.assert_allclose(np.array(plotly_figure(app, "attention_head_map").data[0].z, dtype=float),
                                forward.attentions[3][4], atol=1e-5)
-    np.testing.assert_allclose(np.array(chart(app, "attention_mean_map").data[0].z, dtype=float),
+    np.testing.assert_allclose(np.array(plotly_figure(app, "attention_mean_map").data[0].z, dtype=float),
                                forward.attentions[3].mean(0), atol=1e-5)
     last = len(forward.ids) - 1
-    np.testing.assert_allclose(chart(app, "attention_bars").data[0].x, forward.attentions[3][4, last], atol=1e-5)
-    mosaic = np.array(chart(app, "attention_mosaic").data[0].z, dtype=float)
+    np.testing.assert_allclose(plotly_figure(app, "attention_bars").data[0].x, forward.attentions[3][4, last], atol=1e-5)
+    mosaic = np.array(plotly_figure(app, "attention_mosaic").data[0].z, dtype=float)
     assert mosaic.shape == (9 * 25 - 1, 30 * 25 - 1)  # 36 tokens block-averaged to 24 per tile
     assert "9 attention heads" in app.markdown[1].value and "3 sets of keys and values" in app.markdown[1].value
 
@@ -60,7 +43,7 @@ def test_pronoun_example_points_at_it_and_the_button_sets_the_prompt(run_page, l
     layer, head = np.unravel_index(weights.argmax(), weights.shape)
     text = " ".join(m.value for m in app.markdown)
     assert f"layer {layer}, head {head}" in text and f"**{weights.max():.0%}**" in text
-    bars = chart(app, "pronoun_bars").data[0]
+    bars = plotly_figure(app, "pronoun_bars").data[0]
     np.testing.assert_allclose(bars.x, example.attentions[layer][head, it, : it + 1], atol=1e-5)
     app.button(key="pronoun_button").click().run()
     assert not app.exception and app.session_state["prompt"] == PRONOUN
@@ -68,7 +51,7 @@ def test_pronoun_example_points_at_it_and_the_button_sets_the_prompt(run_page, l
 
 def test_logit_lens_lists_every_layers_top_guess(run_page, forward):
     app = run_page("attention", prompt=PROMPT, temperature=0, max_tokens=2)
-    lens = chart(app, "logit_lens").data[0]
+    lens = plotly_figure(app, "logit_lens").data[0]
     assert list(lens.x) == list(range(30))
     np.testing.assert_allclose(lens.y, [g.candidates[0].probability for g in forward.logit_lens], rtol=1e-3)
     assert list(lens.text) == [repr(g.candidates[0].text) for g in forward.logit_lens]

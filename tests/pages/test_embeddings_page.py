@@ -1,32 +1,15 @@
 """Embeddings page: the prompt's real input vectors, and the word set's PCA and cosine similarities."""
 
-import base64
-import json
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import cosine_similarity_matrix, embed_words, run_forward
+from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"
 WORDS = ["car", "automobile", "vehicle", "truck", "banana", "apple"]
-
-
-def chart(app, key):
-    """The Plotly figure drawn under ``key``, as the browser receives it."""
-    spec = next(c for c in app.get("plotly_chart") if c.proto.id.endswith(key)).proto.spec
-    return go.Figure(json.loads(spec, object_hook=typed_array))
-
-
-def typed_array(item: dict):
-    """Plotly sends numeric arrays as base64 typed arrays: decode them back to numpy."""
-    if "bdata" not in item:
-        return item
-    values = np.frombuffer(base64.b64decode(item["bdata"]), dtype=item["dtype"])
-    shape = item.get("shape")
-    return values.reshape([int(n) for n in str(shape).split(",")]) if shape else values
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +21,7 @@ def embeddings(loaded):
 def test_strip_shows_the_prompts_real_vectors_and_the_lesson_counts_them(run_page, loaded, embeddings):
     app = run_page("embeddings", prompt=PROMPT, temperature=0, max_tokens=2)
     assert not app.exception and not app.error
-    strip = chart(app, "embedding_strip").data[0]
+    strip = plotly_figure(app, "embedding_strip").data[0]
     np.testing.assert_allclose(np.array(strip.z, dtype=float), embeddings[:, :64], atol=1e-6)
     assert strip.zmid == 0
     lesson = app.markdown[1].value
@@ -47,18 +30,18 @@ def test_strip_shows_the_prompts_real_vectors_and_the_lesson_counts_them(run_pag
     assert any("rows are identical" in c.value for c in app.caption)  # e.g. the repeated "\n" token
 
     app.slider(key="embedding_dims").set_value(128).run()
-    assert len(chart(app, "embedding_strip").data[0].z[0]) == 128
+    assert len(plotly_figure(app, "embedding_strip").data[0].z[0]) == 128
 
 
 def test_word_similarities_are_the_cosines_of_the_input_vectors(run_page, loaded):
     app = run_page("embeddings", prompt=PROMPT, temperature=0, max_tokens=2)
-    matrix = chart(app, "embedding_similarity").data[0]
+    matrix = plotly_figure(app, "embedding_similarity").data[0]
     np.testing.assert_allclose(np.array(matrix.z), cosine_similarity_matrix(embed_words(loaded, WORDS)), atol=1e-6)
     assert list(matrix.x) == WORDS
-    pca = chart(app, "embedding_pca").data
+    pca = plotly_figure(app, "embedding_pca").data
     assert [t.name for t in pca] == ["your words", "prompt tokens"] and list(pca[0].text) == WORDS
 
     app.text_input(key="embedding_words").set_value("king, queen").run()
-    assert list(chart(app, "embedding_similarity").data[0].x) == ["king", "queen"]
+    assert list(plotly_figure(app, "embedding_similarity").data[0].x) == ["king", "queen"]
     app.text_input(key="embedding_words").set_value("lonely").run()
     assert not app.exception and "at least two words" in app.error[0].value

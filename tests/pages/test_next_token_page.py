@@ -1,32 +1,15 @@
 """Next-token page: the numbers shown are the real model's distribution for the prompt."""
 
-import base64
-import json
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward, token_text
 from lifecycle.sampling import next_token_distribution
+from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"
-
-
-def chart(app, key):
-    """The Plotly figure drawn under ``key``, as the browser receives it."""
-    spec = next(c for c in app.get("plotly_chart") if c.proto.id.endswith(key)).proto.spec
-    return go.Figure(json.loads(spec, object_hook=typed_array))
-
-
-def typed_array(item: dict):
-    """Plotly sends numeric arrays as base64 typed arrays: decode them back to numpy."""
-    if "bdata" not in item:
-        return item
-    values = np.frombuffer(base64.b64decode(item["bdata"]), dtype=item["dtype"])
-    shape = item.get("shape")
-    return values.reshape([int(n) for n in str(shape).split(",")]) if shape else values
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +22,7 @@ def test_candidates_entropy_and_greedy_match_the_model(run_page, expected):
     app = run_page("next-token", prompt=PROMPT, temperature=0, max_tokens=2)
     assert not app.exception and not app.error
     top = expected.top(15)
-    bars = chart(app, "next_token_bars").data[0]
+    bars = plotly_figure(app, "next_token_bars").data[0]
     np.testing.assert_allclose(bars.x, [c.probability for c in top], rtol=1e-4)
     assert bars.y[0] == f"#1 {top[0].text!r}"
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
@@ -52,10 +35,10 @@ def test_candidates_entropy_and_greedy_match_the_model(run_page, expected):
 
 def test_rank_curve_spans_the_vocabulary_and_logprob_toggle(run_page, expected):
     app = run_page("next-token", prompt=PROMPT, temperature=0, max_tokens=2)
-    curve = chart(app, "next_token_curve").data[0]
+    curve = plotly_figure(app, "next_token_curve").data[0]
     assert curve.x[0] == 1 and curve.x[-1] == expected.probs.size
     assert curve.y[0] == pytest.approx(expected.probs.max(), rel=1e-4)
     app.segmented_control(key="next_token_scale").set_value("log-probability").run()
     assert not app.exception
-    bars = chart(app, "next_token_bars").data[0]
+    bars = plotly_figure(app, "next_token_bars").data[0]
     np.testing.assert_allclose(bars.x, [c.logprob for c in expected.top(15)], rtol=1e-4, atol=1e-4)

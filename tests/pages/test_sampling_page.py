@@ -1,12 +1,12 @@
 """The Sampling page under AppTest: this run's numbers, what-if sliders, presets, real draws."""
 
 import numpy as np
-import plotly.io as pio
 import pytest
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward
 from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling, choose_token
+from tests.pages.harness import plotly_figure
 
 PROMPT = "The capital of France is"
 SETTINGS = dict(prompt=PROMPT, temperature=0.7, top_p=0.9, max_tokens=2, seed=3)
@@ -26,11 +26,6 @@ def metric(app, label):
     return next(m.value for m in app.metric if m.label == label)
 
 
-def chart(app, key):
-    """The figure drawn by st.plotly_chart(..., key=key), rebuilt from what the page sent."""
-    return pio.from_json(next(c for c in app.get("plotly_chart") if key in c.proto.id).proto.spec)
-
-
 def trace(figure, name):
     return next(t for t in figure.data if t.name == name)
 
@@ -41,7 +36,7 @@ def test_page_shows_the_resampled_distribution_of_this_prompt(run_page, logits, 
     expected = apply_sampling(logits, SamplingSettings(temperature=0.7, top_p=0.9), prompt_ids)
     assert metric(app, "Tokens that survive") == f"{expected.kept:,}"
     assert metric(app, "Entropy after") == f"{expected.entropy_bits:.2f} bits"
-    final = trace(chart(app, "resampling"), "Probability after sampling").x
+    final = trace(plotly_figure(app, "resampling"), "Probability after sampling").x
     top_final = np.sort(expected.final_probs[expected.removed_by == KEPT])[::-1][: len(final)]
     assert np.allclose(sorted(final, reverse=True), top_final, atol=1e-4)
     # The what-if sliders start from the sidebar's settings.
@@ -77,7 +72,7 @@ def test_draws_are_real_seeded_choices(run_page, logits, prompt_ids):
     sampled = apply_sampling(logits, SamplingSettings(temperature=0.7, top_p=0.9), prompt_ids)
     rng = np.random.default_rng(3)
     counts = np.bincount([choose_token(sampled, rng) for _ in range(1000)], minlength=sampled.final_probs.size)
-    figure = chart(app, "draws")
+    figure = plotly_figure(app, "draws")
     expected, observed = figure.data[0].y, figure.data[1].y
     assert sum(observed) == pytest.approx(1.0)
     assert sum(expected) == pytest.approx(1.0)
