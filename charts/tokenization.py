@@ -77,7 +77,8 @@ def language_token_chart(languages: Sequence[str], counts: Mapping[str, Sequence
         xaxis_title=axis_title("Language"),
         yaxis_title=axis_title("Length", "tokens"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-        height=460,
+        margin=dict(t=110),  # room for the title above the legend row
+        height=500,
     )
     return figure
 
