@@ -7,6 +7,7 @@ driving the real model; the call log is a temporary SQLite file.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 import os
 import socket
 import sqlite3
@@ -279,7 +280,6 @@ def test_fifty_concurrent_refused_calls_give_fifty_rows(base_url, api_server):
         response = httpx.post(f"{base_url}/v1/chat/completions", json={}, headers={"Authorization": "Bearer nope"})
         return response.headers["x-request-id"]
 
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(16) as pool:
         ids = list(pool.map(call, range(50)))
@@ -444,3 +444,36 @@ def test_streamlit_run_serves_the_api_next_to_the_pages(tmp_path, loaded):
     rows = log.execute("SELECT id, status, journey FROM calls").fetchall()
     assert [(r[0], r[1]) for r in rows] == [(refused.headers["x-request-id"], 401)]
     assert dev_key not in rows[0][2]
+
+
+def test_abandoned_calls_leave_the_queue_and_a_fresh_call_is_served(tmp_path, loaded):
+    """Checklist 18: clients that give up after 0.5 s do not clog the model for the next one."""
+    server = make_server(tmp_path)
+    body = {"model": loaded.name, "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
+            "max_tokens": 200, "temperature": 0}
+
+    def impatient(_: int) -> int | str:
+        try:
+            with httpx.Client(timeout=0.5) as client:
+                return client.post(f"{url}/v1/chat/completions", json=body,
+                                   headers={"Authorization": f"Bearer {KEY}"}).status_code
+        except httpx.TimeoutException:
+            return "gave up"
+
+    with serve(server) as url:
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            outcomes = list(pool.map(impatient, range(20)))
+        assert outcomes.count("gave up") >= 1
+        assert set(outcomes) <= {"gave up", 503}  # a full queue answers at once; the rest time out
+        deadline = time.monotonic() + 60
+        while live_calls() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not live_calls(), "abandoned calls are still queued or running"
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120) as client:
+            fresh = client.post("/v1/chat/completions", json=body | {"max_tokens": 4})
+    assert fresh.status_code == 200 and fresh.json()["usage"]["completion_tokens"] >= 1
+    rows = server.log.recent(50)
+    abandoned = [row for row in rows if row.id != fresh.headers["x-request-id"]]
+    assert len(abandoned) == 20
+    assert all((row.outcome, row.status) in {("cancelled", 499), ("error", 503), ("ok", 200)} for row in abandoned)
+    assert sum(row.outcome == "cancelled" for row in abandoned) >= 1

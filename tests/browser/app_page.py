@@ -13,7 +13,8 @@ CHARTS_DRAWN = (
     "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
     ".every(chart => chart.querySelector('.main-svg'))"
 )
-SETTLE_MS = 1500  # after a viewport resize the frontend re-lays out every element
+SETTLE_MS = 1500
+RERUN_GRACE_MS = 400  # a widget bound to the URL may start one more run right after the first  # after a viewport resize the frontend re-lays out every element
 
 
 def open_page(page: Page, base_url: str, url_path: str = "", **params: object) -> None:
@@ -24,7 +25,10 @@ def open_page(page: Page, base_url: str, url_path: str = "", **params: object) -
 
 
 def wait_idle(page: Page) -> None:
+    """Until the page's script has run and no follow-up run (e.g. syncing URL-bound widgets) starts."""
     expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible()
+    page.wait_for_selector(IDLE_APP)
+    page.wait_for_timeout(RERUN_GRACE_MS)
     page.wait_for_selector(IDLE_APP)
 
 

@@ -5,11 +5,13 @@ The first test must stay first: it checks a deep link as the very first request 
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.app_page import EXCEPTION, full_screenshot, main_text, open_page, wait_idle
 from ui.frame import APP_TITLE
 from ui.settings import DEFAULT_PROMPT
@@ -42,7 +44,7 @@ def test_every_page_opens_by_deep_link_with_the_prompt(app_url, page, screenshot
 def test_sidebar_navigation_keeps_the_prompt_and_settings_in_the_url(app_url, page):
     open_page(page, app_url, "tokenization", prompt=PROMPT, temperature=0.2)
     page.get_by_test_id("stSidebarNavLink").filter(has_text="Sampling").click()
-    page.wait_for_url("**/sampling?**")
+    expect(page).to_have_url(re.compile(r"/sampling\?"), timeout=PAGE_TIMEOUT_MS)  # history-API navigation
     wait_idle(page)
     query = parse_qs(urlparse(page.url).query)
     assert query["prompt"] == [PROMPT] and query["temperature"] == ["0.2"]
@@ -57,7 +59,7 @@ def test_prompt_typed_in_the_sidebar_follows_the_next_link(app_url, page):
     box.press("Control+Enter")
     expect(page.get_by_test_id("stMainBlockContainer")).to_contain_text("Name three primary colours.")
     page.get_by_test_id("stPageLink").filter(has_text="Next: Gateway").click()
-    page.wait_for_url("**/gateway?**")
+    expect(page).to_have_url(re.compile(r"/gateway\?"), timeout=PAGE_TIMEOUT_MS)
     wait_idle(page)
     assert "Name three primary colours." in main_text(page)
     assert parse_qs(urlparse(page.url).query)["prompt"] == ["Name three primary colours."]
