@@ -5,9 +5,16 @@ plus the API routes /v1/chat/completions, /v1/models and /health), then runs it 
 for every browser session (the pages).
 """
 
+import os
+
 import streamlit as st
 
 from lifecycle.api import api_routes
+from lifecycle.model import THREADS_ENV
+
+# The browser usually runs on the same machine (a laptop in a workshop): leave it a core, since
+# oversubscribed OpenMP threads slow generation far more than one thread fewer does.
+os.environ.setdefault(THREADS_ENV, str(max(1, (os.cpu_count() or 1) - 1)))
 
 
 def _api_secrets() -> dict:
