@@ -21,7 +21,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from starlette.requests import ClientDisconnect, Request
@@ -110,22 +110,11 @@ def new_request_id() -> str:
 
 
 @dataclass
-class Exchange:
-    """Everything about one call while it is handled; becomes a CallRecord with its journey."""
+class Exchange(CallRecord):
+    """One call while it is handled: its log record, filled in as the call goes, and its start."""
 
-    id: str
-    started: float = field(default_factory=time.perf_counter)
-    created: float = field(default_factory=time.time)
-    key_name: str | None = None
-    model: str | None = None
-    status: int | None = None
-    outcome: str = "running"
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    ttft: float | None = None
-    error: str | None = None
     journey: dict = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -137,12 +126,12 @@ class Exchange:
         )
 
     def record(self) -> CallRecord:
-        total = None if None in (self.prompt_tokens, self.completion_tokens) else self.prompt_tokens + self.completion_tokens
-        return CallRecord(
-            id=self.id, created=self.created, key_name=self.key_name, model=self.model, status=self.status,
-            outcome=self.outcome, finish_reason=self.finish_reason, prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens, total_tokens=total, ttft=self.ttft,
-            duration=round(self.elapsed(), 6), error=self.error, journey=self.journey,
+        """The row for the call log, as the call stands now."""
+        counted = None not in (self.prompt_tokens, self.completion_tokens)
+        return replace(
+            CallRecord(**{f.name: getattr(self, f.name) for f in fields(CallRecord)}),
+            total_tokens=self.prompt_tokens + self.completion_tokens if counted else None,
+            duration=round(self.elapsed(), 6),
         )
 
 
