@@ -8,6 +8,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Calls made by tests (the API, the app's own runs) go to a throwaway log, not the user's.
 os.environ.setdefault("LIFECYCLE_CALL_LOG", os.path.join(tempfile.mkdtemp(prefix="lifecycle-tests-"), "calls.sqlite3"))
 
+import numpy as np
 import pytest
 
 from lifecycle.model import LoadedModel, shared_model
@@ -17,3 +18,14 @@ from lifecycle.model import LoadedModel, shared_model
 def loaded() -> LoadedModel:
     """The real SmolLM2-135M-Instruct, shared by every test like the app shares it across sessions."""
     return shared_model()
+
+
+@pytest.fixture(scope="session")
+def logits(loaded) -> np.ndarray:
+    """The real next-token logits after "Once upon a time, there was a" (a wide, natural distribution)."""
+    import torch
+
+    with loaded.tokenizer_lock:
+        ids = loaded.tokenizer("Once upon a time, there was a", add_special_tokens=False)["input_ids"]
+    with loaded.lock, torch.inference_mode():
+        return loaded.model(torch.tensor([ids])).logits[0, -1].float().numpy()

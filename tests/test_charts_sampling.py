@@ -3,7 +3,6 @@
 import numpy as np
 import plotly.io as pio
 import pytest
-import torch
 
 from charts.sampling import (
     cumulative_mass,
@@ -17,13 +16,6 @@ from charts.sampling import (
 )
 from lifecycle.forward import token_text
 from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling
-
-
-@pytest.fixture(scope="module")
-def logits(loaded) -> np.ndarray:
-    ids = loaded.tokenizer("Once upon a time, there was a", add_special_tokens=False)["input_ids"]
-    with loaded.lock, torch.inference_mode():
-        return loaded.model(torch.tensor([ids])).logits[0, -1].float().numpy()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from lifecycle.errors import LifecycleError
 from lifecycle.sampling import (
@@ -14,13 +13,6 @@ from lifecycle.sampling import (
     choose_token,
     next_token_distribution,
 )
-
-
-@pytest.fixture(scope="module")
-def logits(loaded) -> np.ndarray:
-    ids = loaded.tokenizer("Once upon a time, there was a", add_special_tokens=False)["input_ids"]
-    with loaded.lock, torch.inference_mode():
-        return loaded.model(torch.tensor([ids])).logits[0, -1].float().numpy()
 
 
 def softmax(x, temperature=1.0):
