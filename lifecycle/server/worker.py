@@ -76,7 +76,7 @@ class GenerationJob:
         except Exception as error:
             _log.exception("generation failed for %s", exchange.id)
             exchange.outcome, exchange.status = "error", exchange.status or 500
-            exchange.error = f"{type(error).__name__}: {error}"
+            exchange.error = f"Generation failed: {type(error).__name__}."
             tail = [_error_frame(error), "data: [DONE]\n\n"] if self.chat.stream else [error]
             exchange.journey.setdefault("frames", []).extend(
                 {"at": round(exchange.elapsed(), 6), "sse": frame} for frame in tail if self.chat.stream
@@ -135,7 +135,10 @@ class GenerationJob:
                             continue
                         data = {k: v for k, v in data.items() if k != "usage"}
                         sse = streaming.sse_line(data)
-                if event.error is not None:
+                if event.error is not None:  # the exception's own text stays out of the wire and the log
+                    data = error_envelope(f"Generation failed: {type(event.error).__name__}.", type="server_error",
+                                          code="generation_failed")
+                    sse = streaming.sse_line(data)
                     exchange.outcome, exchange.error = "error", data["error"]["message"]
                 at = round(event.at, 6)
                 frames.append({"at": at, "sse": sse})
