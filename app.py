@@ -11,21 +11,15 @@ import streamlit as st
 
 from lifecycle.server.routes import api_routes
 from lifecycle.model import THREADS_ENV
+from ui.deployment import streamlit_secrets
 
 # The browser usually runs on the same machine (a laptop in a workshop): leave it a core, since
 # oversubscribed OpenMP threads slow generation far more than one thread fewer does.
 os.environ.setdefault(THREADS_ENV, str(max(1, (os.cpu_count() or 1) - 1)))
 
 
-def _api_secrets() -> dict:
-    """API keys may come from Streamlit secrets (``LIFECYCLE_API_KEYS`` in secrets.toml) besides the environment."""
-    try:
-        return dict(st.secrets)
-    except Exception:  # no secrets.toml: environment variables only
-        return {}
-
-
-app = st.App("app.py", routes=api_routes(_api_secrets()))
+# API keys and settings may come from Streamlit secrets (secrets.toml) besides the environment.
+app = st.App("app.py", routes=api_routes(streamlit_secrets()))
 
 if __name__ == "__main__":
     from ui.frame import run_app

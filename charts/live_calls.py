@@ -17,7 +17,7 @@ from charts.theme import OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.context import ContextBudget, ContextSegment
 from lifecycle.server.calllog import CallRecord
 from lifecycle.serving import LiveCall
-from lifecycle.stream import delta_content, event_data
+from lifecycle.stream import delta_content, event_data, frame_kind
 
 # What a frame carries, in the order a well-formed stream sends them; one colour (and marker) each.
 FRAME_KINDS = ("role", "content", "finish", "usage", "done", "error", "other")
@@ -30,27 +30,6 @@ KIND_STYLES = {
     "error": (OKABE_ITO[5], "x"),
     "other": (OKABE_ITO[3], "circle-open"),
 }
-
-
-def frame_kind(sse: str) -> str:
-    """What one frame is: role (the first delta), content, finish, usage, done, error or other."""
-    if sse.strip().removeprefix("data:").strip() == "[DONE]":
-        return "done"
-    data = event_data(sse)
-    if data is None:
-        return "other"
-    if "error" in data:
-        return "error"
-    choices = data.get("choices")
-    if not choices:
-        return "usage" if data.get("usage") else "other"
-    choice = choices[0] if isinstance(choices[0], dict) else {}
-    delta = choice.get("delta") or {}
-    if choice.get("finish_reason"):
-        return "finish"
-    if delta_content(data):
-        return "content"
-    return "role" if "role" in delta else "other"
 
 
 def frame_rows(frames: Sequence[Mapping]) -> list[dict]:

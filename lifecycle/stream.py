@@ -147,6 +147,27 @@ def event_data(sse: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def frame_kind(sse: str) -> str:
+    """What one frame is: role (the first delta), content, finish, usage, done, error or other."""
+    if sse.strip().removeprefix("data:").strip() == "[DONE]":
+        return "done"
+    data = event_data(sse)
+    if data is None:
+        return "other"
+    if "error" in data:
+        return "error"
+    choices = data.get("choices")
+    if not choices:
+        return "usage" if data.get("usage") else "other"
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    delta = choice.get("delta") or {}
+    if choice.get("finish_reason"):
+        return "finish"
+    if delta_content(data):
+        return "content"
+    return "role" if "role" in delta else "other"
+
+
 def stream_metrics(events: Iterable[StreamEvent]) -> StreamMetrics:
     """Latency figures from the events' own timestamps (zeros when there was no content)."""
     events = list(events)

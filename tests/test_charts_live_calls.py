@@ -9,7 +9,6 @@ import pytest
 
 from charts.live_calls import (
     call_rows,
-    frame_kind,
     frame_rows,
     frame_timeline,
     gateway_rows,
@@ -22,6 +21,7 @@ from lifecycle.context import context_budget, render_messages
 from lifecycle.server.calllog import CallLog, CallRecord
 from lifecycle.sampling import SamplingSettings
 from lifecycle.serving import LiveCall
+from lifecycle.stream import frame_kind
 
 MESSAGES = [{"role": "user", "content": "Say hi."}]
 MAX_TOKENS = 4

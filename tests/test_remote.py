@@ -9,11 +9,12 @@ from dataclasses import asdict
 import pytest
 
 from lifecycle.errors import LifecycleError
-from lifecycle.server.remote import REDACTED, completions_url, send_chat_completion
+from lifecycle.server.remote import REDACTED, OutboundPolicy, completions_url, send_chat_completion
 from lifecycle.stream import parse_sse
 from tests.test_api import KEY, make_server, serve
 
 HELLO = [{"role": "user", "content": "Say hi."}]
+LOCAL = OutboundPolicy.from_setting("127.0.0.0/8", local_only=False)  # the test server is on loopback
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def payload(loaded, **fields) -> dict:
 
 
 def test_non_streamed_exchange_is_recorded_raw(base_url, loaded):
-    exchange = send_chat_completion(base_url, payload(loaded), api_key=KEY)
+    exchange = send_chat_completion(base_url, payload(loaded), api_key=KEY, policy=LOCAL)
     assert exchange.status == 200 and exchange.error is None and not exchange.streamed
     headers = dict(exchange.response_headers)
     assert headers["content-type"] == "application/json" and headers["x-request-id"].startswith("req_")
@@ -39,7 +40,7 @@ def test_non_streamed_exchange_is_recorded_raw(base_url, loaded):
 
 def test_streamed_exchange_keeps_every_frame_with_its_time(base_url, loaded):
     exchange = send_chat_completion(
-        base_url, payload(loaded, stream=True, stream_options={"include_usage": True}), api_key=KEY
+        base_url, payload(loaded, stream=True, stream_options={"include_usage": True}), api_key=KEY, policy=LOCAL
     )
     assert exchange.status == 200 and exchange.streamed
     assert exchange.frames[-1].raw == "data: [DONE]" and exchange.frames[-1].data is None
@@ -50,12 +51,12 @@ def test_streamed_exchange_keeps_every_frame_with_its_time(base_url, loaded):
     assert [frame.data for frame in exchange.frames[:-1]] == chunks
     assert exchange.text == "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
     assert chunks[-1]["usage"]["completion_tokens"] <= 5
-    non_streamed = send_chat_completion(base_url, payload(loaded), api_key=KEY)
+    non_streamed = send_chat_completion(base_url, payload(loaded), api_key=KEY, policy=LOCAL)
     assert exchange.text == non_streamed.text
 
 
 def test_an_http_error_is_recorded_not_raised(base_url, loaded):
-    exchange = send_chat_completion(base_url, payload(loaded), api_key="sk-wrong-key-123")
+    exchange = send_chat_completion(base_url, payload(loaded), api_key="sk-wrong-key-123", policy=LOCAL)
     assert exchange.status == 401 and exchange.error is None
     assert json.loads(exchange.body)["error"]["code"] == "invalid_api_key"
     assert "sk-wrong-key-123" not in json.dumps(asdict(exchange), default=str)
@@ -65,7 +66,7 @@ def test_no_server_listening_is_a_recorded_network_error(loaded):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    exchange = send_chat_completion(f"http://127.0.0.1:{port}/v1", payload(loaded), api_key=KEY, timeout=5)
+    exchange = send_chat_completion(f"http://127.0.0.1:{port}/v1", payload(loaded), api_key=KEY, policy=LOCAL, deadline=5)
     assert exchange.status is None and exchange.error.startswith("ConnectError")
 
 

@@ -9,21 +9,10 @@ from ui.cache import cached_journey
 from ui.frame import APP_TITLE, lesson, loaded_model, show_prompt
 from ui.settings import current_settings
 from ui.stages import PHASES
+from ui.text import literal, ms
 
 INSPECTION = "Extra: this app only"
 DECODE_BARS = 24  # decode steps drawn one by one; the rest are folded into one bar
-MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()<>#+-.!|~:$=\"'")
-
-
-def _ms(seconds: float) -> str:
-    if seconds < 0.001:
-        return f"{seconds * 1000:.2f} ms"
-    return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
-
-
-def _literal(text: str) -> str:
-    """Model text inside a caption (which renders Markdown): every punctuation mark escaped, so it stays literal."""
-    return "".join(f"\\{c}" if c in MARKDOWN_PUNCTUATION else c for c in text)
 
 
 def _phase(stage: str) -> str:
@@ -61,21 +50,21 @@ def _stage_lines(journey, model) -> dict[str, str]:
     usage_note = "with a usage chunk" if journey.input.include_usage else "no usage chunk"
     return {
         "request": f"{len(journey.request.messages)} message(s), stream=true, max_tokens={journey.input.max_tokens}; "
-                   f"built in {_ms(time['request'])}",
+                   f"built in {ms(time['request'])}",
         "gateway": "Key check, rate limit, routing and call log: not part of this timed run (see the page)",
-        "tokenization": f"{journey.prompt_tokens.count} tokens in {_ms(time['tokenization'])}",
+        "tokenization": f"{journey.prompt_tokens.count} tokens in {ms(time['tokenization'])}",
         "context-window": f"Chat template: {prompt_ids} tokens in all ({prompt_ids - journey.prompt_tokens.count} "
-                          f"added by the template) of {journey.budget.window:,}; {_ms(time['chat template'])}",
+                          f"added by the template) of {journey.budget.window:,}; {ms(time['chat template'])}",
         "embeddings": f"{prompt_ids} vectors of {journey.forward.embeddings.shape[-1]} numbers",
         "attention": f"{model.num_layers} layers × {model.num_heads} heads; inspection pass "
-                     f"{_ms(time['inspection pass'])} (an extra pass this app runs for these views)",
-        "next-token": f"Top guess {_literal(repr(top.text))} at {top.probability:.1%} of {model.vocab_size:,} tokens",
+                     f"{ms(time['inspection pass'])} (an extra pass this app runs for these views)",
+        "next-token": f"Top guess {literal(repr(top.text))} at {top.probability:.1%} of {model.vocab_size:,} tokens",
         "sampling": f"{journey.sampled.kept:,} of {model.vocab_size:,} tokens left in play after sampling",
-        "generation": f"Prefill: {prompt_ids} tokens in {_ms(generation.prefill_seconds)}. Decode: {steps} tokens, "
-                      f"{_ms(mean_step)} each on average ({generation.finish_reason})",
-        "streaming": f"{len(journey.stream)} SSE events ({usage_note}), TTFT {_ms(metrics.ttft)}, "
+        "generation": f"Prefill: {prompt_ids} tokens in {ms(generation.prefill_seconds)}. Decode: {steps} tokens, "
+                      f"{ms(mean_step)} each on average ({generation.finish_reason})",
+        "streaming": f"{len(journey.stream)} SSE events ({usage_note}), TTFT {ms(metrics.ttft)}, "
                      f"{metrics.tokens_per_second:,.1f} tokens/s",
-        "detokenization": f"{steps} tokens → {len(generation.text):,} characters in {_ms(time['detokenization'])}",
+        "detokenization": f"{steps} tokens → {len(generation.text):,} characters in {ms(time['detokenization'])}",
     }
 
 
@@ -84,11 +73,11 @@ def _lesson(journey) -> None:
     total = journey.total_seconds
     model_time = journey.generation.prefill_seconds + journey.generation.decode_seconds
     lesson(
-        f"Your prompt went through every stage in **{_ms(total)}** on this machine's CPU. Building the request, "
-        f"tokenizing ({_ms(time['tokenization'])}), applying the chat template and detokenizing took "
+        f"Your prompt went through every stage in **{ms(total)}** on this machine's CPU. Building the request, "
+        f"tokenizing ({ms(time['tokenization'])}), applying the chat template and detokenizing took "
         f"milliseconds; the model's own work — the prefill of {len(journey.rendered.ids)} prompt tokens and "
-        f"{len(journey.generation.steps)} decode steps — took **{_ms(model_time)}**. This app also runs one "
-        f"**inspection pass** ({_ms(time['inspection pass'])}) to capture attention for its pages; a normal API call "
+        f"{len(journey.generation.steps)} decode steps — took **{ms(model_time)}**. This app also runs one "
+        f"**inspection pass** ({ms(time['inspection pass'])}) to capture attention for its pages; a normal API call "
         "skips it. Every page follows **the same prompt** through one stage; the sidebar sets it once and the "
         "URL carries it, so a copied link reopens the same page with the same prompt."
     )

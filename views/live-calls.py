@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections import Counter
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -25,59 +26,70 @@ from charts.live_calls import (
     streamed_text,
     tokens_per_second,
 )
-from lifecycle.server.calllog import CallLog, CallRecord, default_call_log_path
+from lifecycle.server.access import CallReader, call_reader
+from lifecycle.server.calllog import CallLog, CallRecord
+from lifecycle.server.endpoints import ApiServer
 from lifecycle.server.keys import KEYS_ENV
 from lifecycle.server.routes import default_server
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.serving import live_calls, model_status
+from ui.deployment import local_only
 from ui.frame import lesson, show_text, stage_page
 from ui.settings import JourneySettings
+from ui.text import literal, ms
 
 RECENT = 200  # calls listed in the table
 TOKENS_SHOWN = 64  # prompt tokens decoded one by one
 BODY_CHARS = 20_000  # of a raw request body
 WATCH_SECONDS = 2.0  # how often an idle page looks for new calls
 LIVE_SECONDS = 1.0  # how often it refreshes while a call is in flight
+KEY_STATE = "live_calls_key"  # session state only: the key this visitor presented
 
 
-@st.cache_resource(max_entries=2, show_spinner=False)
-def _call_log(path: str) -> CallLog:
-    return CallLog(path)
+def _reader(server: ApiServer) -> CallReader:
+    """Who this visitor is: the key they presented on this page (kept in their session only)."""
+    with st.expander("Your calls: present your API key", expanded=not st.session_state.get(KEY_STATE),
+                     icon=":material/key:"):
+        st.text_input("API key", type="password", key=KEY_STATE, autocomplete="off",
+                      help="Only the calls made with this key are listed. It stays in this browser session's "
+                           "memory and is never logged or stored.")
+    reader = call_reader(st.session_state.get(KEY_STATE) or None, server.config, local_only())
+    shown = "every call" if reader.sees_all else ("only your calls" if reader.sees_any else "no calls")
+    st.caption(f"You see {shown}: {literal(reader.reason)}.")
+    return reader
 
 
-def _log() -> CallLog:
-    return _call_log(str(default_call_log_path()))
+def _visible(reader: CallReader, calls: list) -> list:
+    return calls if reader.sees_all else [call for call in calls if reader.may_read(call)]
 
 
-def _ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    return f"{seconds * 1000:,.0f} ms" if seconds < 10 else f"{seconds:,.1f} s"
-
-
-def _signature(log: CallLog) -> tuple:
+def _signature(log: CallLog, reader: CallReader) -> tuple:
     """What the page shows that can change behind its back: calls in flight and the newest logged call."""
-    newest = log.recent(1)
-    return tuple(call.id for call in live_calls()), newest[0].id if newest else None
+    newest = log.recent(1, key_name=reader.only_key) if reader.sees_any else []
+    return tuple(call.id for call in _visible(reader, live_calls())), newest[0].id if newest else None
 
 
-def _live_panel(log: CallLog) -> None:
+def _live_panel(log: CallLog, reader: CallReader, refused: Counter) -> None:
     """Model state and calls in flight; reruns the whole page once something finished or arrived."""
-    if st.session_state.get("live_calls_seen") != _signature(log):
+    if st.session_state.get("live_calls_seen") != _signature(log, reader):
         st.rerun(scope="app")
     status = model_status()
-    calls = live_calls()
-    running = sum(call.state == "running" for call in calls)
-    left, middle, right = st.columns(3)
-    left.metric("Model", status.state, help=status.name)
+    everyone = live_calls()
+    calls = _visible(reader, everyone)
+    running = sum(call.state == "running" for call in everyone)
+    left, middle, right, far = st.columns(4)
+    left.metric("Model", status.state, help=literal(status.name))
     middle.metric("Running", running)
-    right.metric("Waiting in the queue", len(calls) - running)
-    if status.error:
-        st.warning(f"The model could not load: {status.error}")
+    right.metric("Waiting in the queue", len(everyone) - running)
+    far.metric("Refused without a key", sum(refused.values()),
+               help="Calls without a valid key are counted, never logged.")
+    if status.error and reader.sees_all:
+        st.warning(literal(f"The model could not load: {status.error}"))
     if calls:
         st.dataframe(live_rows(calls), hide_index=True)
     else:
-        st.caption("No call is queued or running right now.")
+        st.caption("None of your calls is queued or running right now." if everyone else
+                   "No call is queued or running right now.")
 
 
 def _how_to_call(settings: JourneySettings, development_key: bool) -> None:
@@ -133,14 +145,18 @@ def _recent_table(records: list[CallRecord]) -> None:
 
     st.dataframe(call_rows(records), hide_index=True, key="recent_calls", on_select=open_selected,
                  selection_mode="single-row")
-    st.caption(f"The newest {len(records)} calls from any client. Click a row, or pick its id below, to open it.")
+    st.caption(f"The newest {len(records)} calls you may see. Click a row, or pick its id below, to open it.")
 
 
-def _pick_call(log: CallLog, records: list[CallRecord]) -> CallRecord | None:
+def _pick_call(log: CallLog, records: list[CallRecord], reader: CallReader) -> CallRecord | None:
     by_id = {record.id: record for record in records}
     linked = st.query_params.get("call")
     if linked and linked not in by_id and (older := log.get(linked)) is not None:
-        by_id[linked] = older
+        if reader.may_read(older):
+            by_id[linked] = older
+        else:
+            st.warning("The call in this link was made with another key: present that key to open it.",
+                       icon=":material/lock:")
     if not by_id:
         return None
     # Options are the bare ids: a bound widget matches the URL's ?call= against the shown labels.
@@ -164,16 +180,16 @@ def _summary(record: CallRecord, journey: dict) -> None:
         ("Status", f"{record.status} {record.outcome}"), ("finish_reason", record.finish_reason or "–"),
         ("Prompt tokens", record.prompt_tokens if record.prompt_tokens is not None else "–"),
         ("Completion tokens", record.completion_tokens if record.completion_tokens is not None else "–"),
-        ("Queue wait", _ms(timings.get("queue_seconds", journey.get("queue_seconds")))),
-        ("TTFT", _ms(record.ttft)), ("Tokens/s", "–" if rate is None else f"{rate:,.1f}"),
-        ("Total time", _ms(record.duration)),
+        ("Queue wait", ms(timings.get("queue_seconds", journey.get("queue_seconds")))),
+        ("TTFT", ms(record.ttft)), ("Tokens/s", "–" if rate is None else f"{rate:,.1f}"),
+        ("Total time", ms(record.duration)),
     )
     for row in (cells[:4], cells[4:]):
         for column, (label, value) in zip(st.columns(len(row)), row):
             column.metric(label, value)
-    st.caption(f"Key name: {record.key_name or 'none (refused before a key matched)'} · model: {record.model or '–'}")
+    st.caption(f"Key name: {literal(record.key_name or 'none')} · model: {literal(record.model or '–')}")
     if record.error:
-        st.warning(f"Refused or failed: {record.error}")
+        st.warning(literal(f"Refused or failed: {record.error}"))
 
 
 def _tokens(journey: dict) -> None:
@@ -217,7 +233,7 @@ def _frames(record: CallRecord, journey: dict) -> None:
     gaps = timings.get("inter_token") or []
     mean_gap = f"{sum(gaps) / len(gaps) * 1000:,.0f} ms apart on average" if gaps else "no gaps to measure"
     st.markdown(
-        f"**{len(frames)} frames** left the server: the first content arrived after **{_ms(record.ttft)}** "
+        f"**{len(frames)} frames** left the server: the first content arrived after **{ms(record.ttft)}** "
         f"(time to first token), then the tokens came {mean_gap}."
     )
     st.plotly_chart(frame_timeline(frames, record.ttft), key="frame_timeline", theme=None)
@@ -254,20 +270,23 @@ def _journey(record: CallRecord) -> None:
 
 
 with stage_page("live-calls", needs_prompt=False) as settings:
-    log = _log()
-    records = log.recent(RECENT)
+    server = default_server()
+    log = server.log
+    reader = _reader(server)
+    records = log.recent(RECENT, key_name=reader.only_key) if reader.sees_any else []
     answered = sum(record.outcome == "ok" for record in records)
+    whose = "every key's" if reader.sees_all else "your key's"
     logged = (
-        f"The call log holds **{len(records)}** recent call(s): **{answered}** answered, "
+        f"The call log shows **{len(records)}** of {whose} recent calls: **{answered}** answered, "
         f"**{len(records) - answered}** refused, cancelled or failed."
-        if records else "No client has called it yet."
+        if records else f"It holds none of {whose} calls yet."
     )
     lesson(
         "This app also serves an OpenAI-compatible API at `/v1`, from the same process and the same model. "
         f"{logged} Every call is kept with its whole journey, so the stages the other pages simulate can be "
         "seen here on a real request from a real client."
     )
-    st.session_state["live_calls_seen"] = _signature(log)
+    st.session_state["live_calls_seen"] = _signature(log, reader)
     toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
     watch = toggle_column.toggle(
         "Watch for new calls", True, key="watch_calls",
@@ -275,14 +294,14 @@ with stage_page("live-calls", needs_prompt=False) as settings:
     )
     button_column.button("Refresh", icon=":material/refresh:")
     interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
-    st.fragment(_live_panel, run_every=interval)(log)
+    st.fragment(_live_panel, run_every=interval)(log, reader, server.refused)
     with st.expander("How to call it", expanded=not records, icon=":material/terminal:"):
-        _how_to_call(settings, default_server().config.development_key)
+        _how_to_call(settings, server.config.development_key)
     st.subheader("Recent calls", anchor=False)
-    if not records:
-        st.info("No call yet. Send one with the snippets above; it appears here.")
-    else:
+    if records:
         _recent_table(records)
-        selected = _pick_call(log, records)
-        if selected is not None:
-            _journey(selected)
+    else:
+        st.info("No call to show yet. Present your key above, then send a call with the snippets; it appears here.")
+    selected = _pick_call(log, records, reader)
+    if selected is not None:
+        _journey(selected)

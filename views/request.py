@@ -8,9 +8,8 @@ import streamlit as st
 from charts.request import resent_tokens_chart
 from lifecycle.context import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
-from lifecycle.server.remote import send_chat_completion
+from lifecycle.errors import LifecycleError
 from lifecycle.request import (
-    DEFAULT_BASE_URL,
     EXTENSIONS,
     render_curl,
     render_http_request,
@@ -19,8 +18,12 @@ from lifecycle.request import (
     render_python,
     resend_sizes,
 )
+from lifecycle.server.remote import DEADLINE_SECONDS, send_chat_completion
+from lifecycle.stream import delta_content, frame_kind
 from ui.cache import cached_journey
+from ui.deployment import outbound_policy, own_port
 from ui.frame import lesson, show_text, stage_page
+from ui.text import literal, ms
 
 MAX_FOLLOW_UPS = 10
 MAX_FRAMES_SHOWN = 400
@@ -144,13 +147,18 @@ def _show_statelessness(settings, journey) -> None:
 
 def _remote_form(request) -> None:
     st.subheader("Send it for real", anchor=False)
+    policy = outbound_policy()
+    where = ("public internet hosts, and loopback or private addresses this server's operator allows"
+             if policy.allowed else "public internet hosts only (this server's operator allows no private address)")
     st.markdown(
-        "Send this request to any OpenAI-compatible server (this app's own `/v1`, OpenAI, vLLM, llama.cpp, "
+        "Send this request to an OpenAI-compatible server (this app's own `/v1`, OpenAI, vLLM, llama.cpp, "
         "Ollama…) and see the exchange raw. Your key stays in this browser session's memory: it is sent "
         "only in the `Authorization` header and is never logged, stored or put in the URL."
     )
+    st.caption(f"This server makes the request, so it goes to {where}; never to link-local or cloud metadata "
+               f"addresses. Redirects are not followed; the exchange is cut off after {DEADLINE_SECONDS:g} s.")
     with st.form("remote"):
-        base_url = st.text_input("Base URL", DEFAULT_BASE_URL, key="remote_base_url")
+        base_url = st.text_input("Base URL", f"http://localhost:{own_port()}/v1", key="remote_base_url")
         model = st.text_input("Model", request.model, key="remote_model")
         api_key = st.text_input("API key", type="password", key="remote_api_key", autocomplete="off")
         stream = st.checkbox("Stream the answer (server-sent events)", True, key="remote_stream")
@@ -161,8 +169,12 @@ def _remote_form(request) -> None:
         sent = st.form_submit_button("Send", icon=":material/send:", key="remote_send")
     if sent:
         payload = _request_payload(request, model, stream, standard)
-        with st.spinner(f"Waiting for {base_url.strip()[:80]}…", show_time=True):
-            st.session_state["remote_exchange"] = send_chat_completion(base_url, payload, api_key or None)
+        st.session_state.pop("remote_exchange", None)
+        try:
+            with st.spinner("Waiting for the server…", show_time=True):
+                st.session_state["remote_exchange"] = send_chat_completion(base_url, payload, api_key or None, policy)
+        except LifecycleError as refused:
+            st.error(literal(refused.message), icon=":material/block:")
     exchange = st.session_state.get("remote_exchange")
     if exchange is not None:
         _show_exchange(exchange)
@@ -179,41 +191,23 @@ def _request_payload(request, model: str, stream: bool, standard: bool) -> dict:
     return payload
 
 
-def _frame_summary(frame) -> str:
-    """What one SSE frame carries, in a few words: the text delta, the role, the finish reason, usage."""
-    data = frame.data
-    if data is None:
-        return frame.raw.removeprefix("data:").strip()[:FRAME_CHARS]
-    if "error" in data:
-        return f"error: {data['error']}"[:FRAME_CHARS]
-    choices = data.get("choices") or []
-    if not choices:
-        return f"usage: {json.dumps(data.get('usage'))}"
-    delta = choices[0].get("delta") or {}
-    if delta.get("content"):
-        return json.dumps(delta["content"], ensure_ascii=False)
-    if choices[0].get("finish_reason"):
-        return f"finish_reason: {choices[0]['finish_reason']}"
-    return f"role: {delta.get('role')}" if delta.get("role") else "(empty delta)"
-
-
 def _show_exchange(exchange) -> None:
     if exchange.error:
-        st.error(f"No HTTP answer from {exchange.url}: {exchange.error}", icon=":material/cloud_off:")
+        st.error(literal(f"No HTTP answer from {exchange.url} ({exchange.address}): {exchange.error}"),
+                 icon=":material/cloud_off:")
         return
     columns = st.columns(4)
     columns[0].metric("HTTP status", exchange.status)
-    columns[1].metric("Total time", f"{exchange.seconds * 1000:,.0f} ms")
-    ttft = exchange.ttft
-    columns[2].metric("Time to first token", "—" if ttft is None else f"{ttft * 1000:,.0f} ms")
+    columns[1].metric("Total time", ms(exchange.seconds))
+    columns[2].metric("Time to first token", ms(exchange.ttft))
     columns[3].metric("SSE frames", len(exchange.frames))
-    if exchange.truncated:
-        st.warning("The answer was longer than this page records; the rest was cut off.")
+    if exchange.stopped:
+        st.warning(literal(exchange.stopped), icon=":material/content_cut:")
     request_text = "\n".join(
         [f"POST {exchange.url}"] + [f"{name}: {value}" for name, value in exchange.request_headers.items()]
         + ["", json.dumps(exchange.request_body, ensure_ascii=False, indent=2)]
     )
-    st.caption("Sent:")
+    st.caption(f"Sent (to the checked address {exchange.address}):")
     st.code(request_text, language="http")
     st.caption("Received (status line and headers, then the body):")
     body = "" if exchange.streamed else exchange.body
@@ -228,7 +222,8 @@ def _show_exchange(exchange) -> None:
                 {
                     "arrived (ms)": [round(at * 1000, 1) for at in times],
                     "gap (ms)": [round((at - before) * 1000, 1) for before, at in zip([0.0] + times, times)],
-                    "carries": [_frame_summary(frame) for frame in frames],
+                    "kind": [frame_kind(frame.raw) for frame in frames],
+                    "content": [delta_content(frame.data) for frame in frames],
                     "frame as received": [frame.raw[:FRAME_CHARS] for frame in frames],
                 }
             ),

@@ -12,9 +12,10 @@ import streamlit as st
 
 from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.request import build_response, new_completion_id
-from lifecycle.stream import StreamEvent, assemble, stream_completion, stream_metrics
+from lifecycle.stream import StreamEvent, assemble, frame_kind, stream_completion, stream_metrics
 from ui.cache import cached_journey
 from ui.frame import lesson, loaded_model, show_text, stage_page
+from ui.text import ms
 
 LIVE = "streaming_live"  # session state: the last live run (settings, events, wait) so a rerun still shows it
 TABLE_EVENTS = 200
@@ -23,27 +24,12 @@ LIVE_TAIL = 8  # frames kept visible in the live panel while streaming
 
 
 def event_kind(event: StreamEvent) -> str:
-    data = event.data
-    if data is None:
-        return "done"
-    if "error" in data:
-        return "error"
-    choices = data.get("choices") or []
-    if not choices:
-        return "usage"
-    delta = choices[0].get("delta") or {}
-    if choices[0].get("finish_reason"):
-        return "finish"
-    return "role" if "role" in delta else "content"
+    return frame_kind(event.sse)
 
 
 def _delta(event: StreamEvent) -> str:
     choices = (event.data or {}).get("choices") or []
     return (choices[0].get("delta") or {}).get("content", "") if choices else ""
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:,.0f} ms"
 
 
 def _frames_table(events: list[StreamEvent]) -> pd.DataFrame:
@@ -77,20 +63,20 @@ def _lesson(journey) -> None:
         f"With `stream: true` the answer did not arrive as one JSON body but as **{len(events)} server-sent "
         f"events**, each a `data:` line sent the moment it existed: a role chunk at once, then **{contents} content "
         f"deltas**, a finish chunk{', a usage chunk' if journey.input.include_usage else ''} and `data: [DONE]`. "
-        f"The first text reached the client after **{_ms(m.ttft)}** (time to first token: mostly the prefill of "
-        f"{len(journey.rendered.ids)} prompt tokens), then a new piece every **{_ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
+        f"The first text reached the client after **{ms(m.ttft)}** (time to first token: mostly the prefill of "
+        f"{len(journey.rendered.ids)} prompt tokens), then a new piece every **{ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
         f"on average (**{m.tokens_per_second:,.1f} tokens/s**). A non-streaming client would have waited "
-        f"**{_ms(m.total_seconds)}** for anything at all."
+        f"**{ms(m.total_seconds)}** for anything at all."
     )
 
 
 def _metrics(metrics) -> None:
     columns = st.columns(4)
-    columns[0].metric("Time to first token", _ms(metrics.ttft))
+    columns[0].metric("Time to first token", ms(metrics.ttft))
     gaps = metrics.inter_token
-    columns[1].metric("Mean inter-token latency", _ms(sum(gaps) / len(gaps)) if gaps else "n/a")
+    columns[1].metric("Mean inter-token latency", ms(sum(gaps) / len(gaps)) if gaps else "n/a")
     columns[2].metric("Tokens per second", f"{metrics.tokens_per_second:,.1f}")
-    columns[3].metric("Whole stream", _ms(metrics.total_seconds))
+    columns[3].metric("Whole stream", ms(metrics.total_seconds))
 
 
 def _usage(journey) -> None:
@@ -151,13 +137,13 @@ def _show_live(live: dict, model_name: str) -> None:
     with left:
         st.markdown("**Streaming client** (`stream: true`)")
         show_text(text, limit=4000)
-        st.caption(f"{len(events)} frames; first text after {_ms(metrics.ttft)}, "
+        st.caption(f"{len(events)} frames; first text after {ms(metrics.ttft)}, "
                    f"{metrics.tokens_per_second:,.1f} tokens/s.")
         st.code(_stamped(events), language=None, height=320, wrap_lines=True)
     with right:
         st.markdown("**Non-streaming client** (`stream: false`)")
         show_text(text, limit=4000)
-        st.caption(f"Nothing at all for {_ms(live['wait'])}, then the whole answer in one body.")
+        st.caption(f"Nothing at all for {ms(live['wait'])}, then the whole answer in one body.")
         st.json(build_response(
             completion_id=chunks[0]["id"], model=model_name, text=text, finish_reason=finish_reason or "cancelled",
             prompt_tokens=(usage or {}).get("prompt_tokens", 0) or 0,

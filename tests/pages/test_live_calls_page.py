@@ -13,15 +13,17 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from lifecycle.server import routes
+from lifecycle.server.calllog import default_call_log_path
 from lifecycle.server.config import ApiConfig
 from lifecycle.server.endpoints import ApiServer
 from lifecycle.server.routes import api_routes
-from lifecycle.server.calllog import default_call_log_path
 from lifecycle.serving import live_calls
 from tests.pages.harness import texts
 
 KEY = "sk-page-tests-" + "9f8e7d6c5b4a" * 2
 KEY_NAME = "page-tests"
+OTHER_KEY = "sk-other-page-tests-" + "0a1b2c3d4e5f" * 2
 MESSAGES = [{"role": "user", "content": "Say hi."}]
 MAX_TOKENS = 4
 
@@ -33,13 +35,25 @@ def _sdk(server: ApiServer, key: str = KEY) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def server(loaded) -> ApiServer:
-    """The real API, logging where the page reads (the test session's throwaway call log)."""
-    return ApiServer(ApiConfig(keys={KEY_NAME: KEY}, call_log=default_call_log_path()))
+    """The real API, logging where the page reads (the test session's throwaway call log); the page's
+    process-wide server is this one, as it is when app.py serves both."""
+    made = ApiServer(ApiConfig(keys={KEY_NAME: KEY, "other": OTHER_KEY}, call_log=default_call_log_path()))
+    previous, routes._default_server = routes._default_server, made
+    yield made
+    routes._default_server = previous
+
+
+def open_page(run_page, key: str | None = KEY, **settings):
+    """The Live calls page after presenting ``key`` on it (as a visitor types it)."""
+    app = run_page("live-calls", **settings)
+    if key is not None:
+        app.text_input(key="live_calls_key").set_value(key).run()
+    return app
 
 
 @pytest.fixture(scope="module")
 def calls(server, loaded) -> dict:
-    """One streamed call (with usage), one plain call and one refused call, as a client saw them."""
+    """One streamed call (with usage), one plain call, one refused with a valid key and one without."""
     sdk = _sdk(server)
     raw = sdk.chat.completions.with_raw_response.create(
         model=loaded.name, messages=MESSAGES, temperature=0, max_tokens=MAX_TOKENS, stream=True,
@@ -57,9 +71,12 @@ def calls(server, loaded) -> dict:
     answer = raw.parse()
     plain = {"id": raw.headers["x-request-id"], "text": answer.choices[0].message.content,
              "usage": answer.usage.model_dump(exclude_none=True)}
-    with pytest.raises(openai.AuthenticationError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.chat.completions.create(model=loaded.name, messages=MESSAGES, max_tokens=1, temperature=5)
+    with pytest.raises(openai.AuthenticationError) as stranger:
         _sdk(server, key="sk-wrong").chat.completions.create(model=loaded.name, messages=MESSAGES, max_tokens=1)
-    return {"streamed": streamed, "plain": plain, "refused": refused.value.response.headers["x-request-id"]}
+    return {"streamed": streamed, "plain": plain, "refused": refused.value.response.headers["x-request-id"],
+            "stranger": stranger.value.response.headers["x-request-id"]}
 
 
 def _table(app, column: str):
@@ -82,7 +99,7 @@ def _page_text(app) -> str:
 
 
 def test_recent_calls_table_has_each_call_with_the_numbers_the_client_got(run_page, calls, server):
-    app = run_page("live-calls")
+    app = open_page(run_page)
     assert not app.exception and not app.error
     table = _table(app, "TTFT (ms)").set_index("id")
     for kind in ("streamed", "plain"):
@@ -96,7 +113,9 @@ def test_recent_calls_table_has_each_call_with_the_numbers_the_client_got(run_pa
         assert row["TTFT (ms)"] == pytest.approx(logged.ttft * 1000, abs=0.1)
         assert row["tokens/s"] == pytest.approx(logged.journey["timings"]["tokens_per_second"], abs=0.01)
     refused = table.loc[calls["refused"]]
-    assert (refused["status"], refused["outcome"]) == (401, "unauthorized")
+    assert (refused["status"], refused["outcome"]) == (400, "invalid_request")
+    assert calls["stranger"] not in table.index and server.log.get(calls["stranger"]) is None
+    assert int(_metrics(app)["Refused without a key"]) >= 1
     assert KEY not in _page_text(app) and "sk-wrong" not in _page_text(app)
 
 
@@ -104,7 +123,7 @@ def test_streamed_call_journey_shows_request_gateway_tokens_frames_and_usage(run
     call = calls["streamed"]
     logged = server.log.get(call["id"])
     journey = logged.journey
-    app = run_page("live-calls", call=call["id"])
+    app = open_page(run_page, call=call["id"])
     assert not app.exception and not app.error
     assert app.selectbox(key="call").value == call["id"]
     assert app.subheader[-1].value == f"The journey of {call['id']}"
@@ -146,7 +165,7 @@ def test_streamed_call_journey_shows_request_gateway_tokens_frames_and_usage(run
 
 
 def test_choosing_the_plain_call_shows_its_json_body(run_page, calls):
-    app = run_page("live-calls")
+    app = open_page(run_page)
     app.selectbox(key="call").set_value(calls["plain"]["id"]).run()
     assert not app.exception
     assert app.subheader[-1].value == f"The journey of {calls['plain']['id']}"
@@ -156,12 +175,23 @@ def test_choosing_the_plain_call_shows_its_json_body(run_page, calls):
     assert body["usage"] == calls["plain"]["usage"]
 
 
-def test_refused_call_shows_the_gateway_refusal(run_page, calls):
-    app = run_page("live-calls", call=calls["refused"])
+def test_refused_call_shows_the_refusal_as_text(run_page, calls):
+    app = open_page(run_page, call=calls["refused"])
     assert not app.exception and not app.error
     steps = _table(app, "step")
-    assert list(steps["outcome"]) == ["refused"] and steps.iloc[0]["status"] == 401
-    assert any("Incorrect API key provided." in w.value for w in app.warning)
+    assert list(steps["step"]) == ["auth"] and steps.iloc[0]["outcome"] == "passed"
+    warning = next(w.value for w in app.warning if "Refused or failed" in w.value)
+    assert "temperature" in warning and r"Refused or failed\:" in warning  # escaped: shown literally
+
+
+def test_another_keys_calls_are_neither_listed_nor_opened(run_page, calls):
+    app = open_page(run_page, key=OTHER_KEY, call=calls["plain"]["id"])
+    assert not app.exception
+    assert not any(calls["plain"]["id"] in frame.value.to_csv() for frame in app.dataframe)
+    assert any("made with another key" in w.value for w in app.warning)
+    assert not any(s.value.startswith("The journey of") for s in app.subheader)
+    stranger = open_page(run_page, key=None)
+    assert not any(calls["plain"]["id"] in frame.value.to_csv() for frame in stranger.dataframe)
 
 
 def test_a_waiting_call_is_listed_live(run_page, server, loaded):
@@ -175,7 +205,7 @@ def test_a_waiting_call_is_listed_live(run_page, server, loaded):
         while not live_calls() and time.monotonic() < deadline:
             time.sleep(0.05)
         waiting = live_calls()[0]
-        app = run_page("live-calls")
+        app = open_page(run_page)
         assert not app.exception
         live = _table(app, "waited (s)")
         row = live.set_index("id").loc[waiting.id]
