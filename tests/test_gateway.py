@@ -4,14 +4,13 @@ import hmac
 import json
 import sqlite3
 import threading
+import time
 
 import pytest
 
 import lifecycle.server.keys as keys_module
 from lifecycle.errors import LifecycleError
 from lifecycle.server.calllog import CallLog, CallRecord, default_call_log_path, log_line
-from lifecycle.server.errors import error_response
-from lifecycle.server.gateway import gateway_steps
 from lifecycle.server.keys import bearer_token, check_api_key, new_api_key, parse_api_keys
 from lifecycle.server.ratelimit import RateLimiter
 from lifecycle.server.routing import route
@@ -185,15 +184,6 @@ def test_route_known_and_unknown_models():
     assert "\r" not in error["message"] and "\n" not in error["message"]
 
 
-def test_error_response_statuses():
-    assert error_response(LifecycleError("bad", param="temperature", code="decimal_above_max_value"))[0] == 400
-    status, envelope = error_response(LifecycleError("no such model", param="model", code="model_not_found"))
-    assert status == 404
-    assert envelope == {"error": {"message": "no such model", "type": "invalid_request_error", "param": "model",
-                                  "code": "model_not_found"}}
-    assert error_response(LifecycleError("x"))[0] == 400
-
-
 # --- call log (checklist 2, 14, 22, 23) -------------------------------------------------------
 
 
@@ -308,42 +298,6 @@ def test_default_call_log_path(monkeypatch, tmp_path):
     assert default_call_log_path().parts[-3:] == ("share", "llm-request-lifecycle", "calls.sqlite3")
 
 
-# --- steps ------------------------------------------------------------------------------------
-
-
-def test_gateway_steps_for_an_admitted_call():
-    auth = check_api_key(SECRET, KEYS)
-    rate = RateLimiter(10, 1000).decide(auth.key_name, 100, now=0)
-    routing = route(MODEL, [MODEL])
-    record = CallRecord(id="chatcmpl-1", key_name=auth.key_name, status=200, outcome="ok")
-    steps = gateway_steps(auth, rate, routing, record)
-    assert [(s.name, s.outcome, s.status) for s in steps] == [
-        ("auth", "passed", 200), ("rate limit", "passed", 200), ("routing", "passed", 200), ("logging", "recorded", 200)
-    ]
-    assert "9/10 requests" in steps[1].detail and "900/1000 tokens" in steps[1].detail
-    assert "chatcmpl-1" in steps[3].detail and "alice" in steps[3].detail
-    assert all(SECRET not in s.detail for s in steps)
-
-
-def test_gateway_steps_stop_at_the_first_refusal():
-    auth = check_api_key("wrong", KEYS)
-    record = CallRecord(id="c2", status=401, outcome="unauthorized")
-    steps = gateway_steps(auth, record=record)
-    assert [(s.name, s.outcome) for s in steps] == [
-        ("auth", "refused"), ("rate limit", "skipped"), ("routing", "skipped"), ("logging", "recorded")
-    ]
-    assert steps[0].status == 401 and "earlier step refused" in steps[1].detail
-
-    limiter = RateLimiter(1, 1000)
-    ok = check_api_key(SECRET, KEYS)
-    limiter.decide("alice", 1, now=0)
-    steps = gateway_steps(ok, limiter.decide("alice", 1, now=0), route(MODEL, [MODEL]))
-    assert [(s.name, s.outcome, s.status) for s in steps] == [
-        ("auth", "passed", 200), ("rate limit", "refused", 429), ("routing", "skipped", None),
-        ("logging", "skipped", None)
-    ]
-
-
 def test_concurrent_updates_of_one_call_lose_no_field(tmp_path):
     changes = {"key_name": "alice", "model": MODEL, "status": 200, "outcome": "ok", "finish_reason": "stop",
                "prompt_tokens": 3, "completion_tokens": 4, "ttft": 0.1, "duration": 0.5, "error": "none"}
@@ -362,3 +316,24 @@ def test_concurrent_updates_of_one_call_lose_no_field(tmp_path):
         stored = log.get("c1")
     assert {name: getattr(stored, name) for name in changes} == changes
     assert stored.total_tokens == 7
+
+
+def test_retention_keeps_the_newest_rows_and_drops_old_ones(tmp_path):
+    with CallLog(tmp_path / "calls.sqlite3", max_rows=5, max_age_seconds=3600) as log:
+        log.record(CallRecord(id="ancient", created=time.time() - 7200))
+        for n in range(8):
+            log.record(CallRecord(id=f"c{n}", created=time.time() + n))
+        assert log.count() == 5
+        assert [record.id for record in log.recent(10)] == ["c7", "c6", "c5", "c4", "c3"]
+        assert log.get("ancient") is None
+
+
+def test_the_limiter_keeps_a_bounded_number_of_buckets():
+    limiter = RateLimiter(2, 10, max_keys=3)
+    for address in ("a", "b", "c", "d"):
+        limiter.decide(address, 0, now=0)
+    assert len(limiter) == 3
+    limiter.decide("b", 0, now=0)  # b is used again, so c is the least recently used
+    limiter.decide("e", 0, now=0)
+    assert len(limiter) == 3 and limiter.decide("b", 0, now=0).allowed is False  # b kept its spent bucket
+

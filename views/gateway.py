@@ -1,4 +1,10 @@
-"""Gateway page: authentication, rate limiting, routing and logging of this call, with their outcomes."""
+"""Gateway page: authentication, rate limiting, routing and logging, decided by the real gateway.
+
+"Send it through the gateway" makes a real HTTP request (in-process) to a gateway of this
+visitor's own: the real API code with a demo key, its own rate-limit buckets and its own in-memory
+log, so no configured key's budget is spent and the server's call log gets no row. A visitor who
+presents their API key also sees the gateway's decisions on their own real API calls.
+"""
 
 from datetime import datetime
 
@@ -6,102 +12,113 @@ import pandas as pd
 import streamlit as st
 
 from charts.gateway import bucket_chart
-from lifecycle.errors import LifecycleError
-from lifecycle.server.calllog import CallRecord
-from lifecycle.server.endpoints import ApiServer
+from charts.live_calls import gateway_rows
+from lifecycle.journey import Journey, journey_request
+from lifecycle.request import render_http_response
+from lifecycle.server.access import call_reader
+from lifecycle.server.demo import DEMO_KEY_NAME, DemoAnswer, DemoGateway
 from lifecycle.server.exchange import new_request_id
-from lifecycle.server.gateway import gateway_steps
-from lifecycle.server.keys import KEYS_ENV, check_api_key
 from lifecycle.server.ratelimit import RateLimiter
 from lifecycle.server.routes import default_server
-from lifecycle.server.routing import route
-from lifecycle.journey import Journey
-from lifecycle.request import render_http_response
 from ui.cache import cached_journey
+from ui.deployment import local_only
 from ui.frame import lesson, stage_page
+from ui.text import literal, ms
 
 WRONG_KEY = "sk-wrong-0000000000000000"
 DEMO_KEY = "demo"
 LOG_ROWS = 50
-STEP_ICONS = {"passed": ":material/check_circle:", "recorded": ":material/save:",
-              "refused": ":material/block:", "skipped": ":material/remove_circle_outline:"}
+DEMO_STATE = "gateway_demo"  # session state: this visitor's own demo gateway
+ANSWER_STATE = "gateway_demo_answer"
+VISITOR_KEY_STATE = "live_calls_key"  # the key a visitor presented on the Live calls page (session only)
+STEP_ICONS = {"passed": ":material/check_circle:", "admitted": ":material/check_circle:", "recorded": ":material/save:",
+              "refused": ":material/block:", "cancelled": ":material/remove_circle_outline:"}
 
 
-def _server() -> ApiServer:
-    """The process's API server: the same keys, rate limiter and SQLite call log as /v1."""
-    try:
-        secrets = {KEYS_ENV: st.secrets[KEYS_ENV]} if KEYS_ENV in st.secrets else None
-    except FileNotFoundError:  # no secrets.toml: keys come from the environment or a development key
-        secrets = None
-    return default_server(secrets)
+def _demo() -> DemoGateway:
+    if DEMO_STATE not in st.session_state:
+        st.session_state[DEMO_STATE] = DemoGateway()
+    return st.session_state[DEMO_STATE]
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
-def _app_call(call_id: str, log_path: str, _journey: Journey, _server: ApiServer) -> tuple:
-    """The gateway's decisions for this app run, taken once per journey, and its call-log row.
-
-    The pages run the model directly, but the run is a call like any other: it is checked with the
-    server's first key, spends from that key's real buckets, and is logged once under its id.
-    """
-    key_name, secret = next(iter(_server.config.keys.items()))
-    auth = check_api_key(secret, _server.config.keys)
-    usage = _journey.response["usage"]
-    rate = _server.limiter.decide(key_name, usage["prompt_tokens"] + _journey.input.max_tokens)
-    routing = route(_journey.request.model, [_journey.model_name])
-    steps = gateway_steps(auth, rate, routing)[:3]
-    record = _server.log.get(call_id) or _record(call_id, key_name, rate, steps, _journey, _server)
-    return tuple(gateway_steps(auth, rate, routing, record)), rate
-
-
-def _record(call_id, key_name, rate, steps, journey: Journey, server: ApiServer) -> CallRecord:
-    usage = journey.response["usage"]
-    record = CallRecord(
-        id=call_id, key_name=key_name, model=journey.model_name, status=rate.status,
-        outcome="ok" if rate.allowed else "rate_limited",
-        finish_reason=journey.response["choices"][0]["finish_reason"],
-        prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
-        ttft=round(journey.stream_metrics.ttft, 6), duration=round(journey.total_seconds, 6),
-        journey={
-            "source": "app pages (the model was run directly, not over HTTP)",
-            "request": {"validated": journey.request.to_payload()},
-            "gateway": [{"step": s.name, "outcome": s.outcome, "detail": s.detail, "status": s.status} for s in steps],
-            "response": {"status": 200, "body": journey.response},
-        },
-    )
-    try:
-        return server.log.record(record)
-    except LifecycleError:  # another session logged the same run a moment ago
-        return server.log.get(call_id)
-
-
-def _show_steps(steps) -> None:
+def _show_steps(steps: list[dict]) -> None:
     for column, step in zip(st.columns(len(steps), border=True), steps):
         with column:
-            status = "" if step.status is None else f" · {step.status}"
-            st.markdown(f"{STEP_ICONS.get(step.outcome, '')} **{step.name.capitalize()}**: {step.outcome}{status}")
-            st.text(step.detail)
+            status = "" if step.get("status") is None else f" · {step['status']}"
+            st.markdown(f"{STEP_ICONS.get(step.get('outcome'), '')} **{literal(str(step.get('step')).capitalize())}**: "
+                        f"{literal(step.get('outcome'))}{status}")
+            st.text(str(step.get("detail")))
 
 
-def _wrong_key_demo(server: ApiServer) -> None:
-    st.subheader("Try a wrong key", anchor=False)
-    key_name = next(iter(server.config.keys))
-    choice = st.radio(
-        "Key the client presents",
-        ["configured", "wrong", "none"],
-        format_func={"configured": f"the configured key '{key_name}'", "wrong": f"a wrong key ({WRONG_KEY})",
-                     "none": "no Authorization header"}.get,
-        horizontal=True,
-        key="gateway_key_choice",
+def _demo_call(journey: Journey, settings) -> None:
+    st.subheader("Send this request through the gateway", anchor=False)
+    demo = _demo()
+    limits = demo.server.config
+    st.markdown(
+        f"A real HTTP request, your sidebar's request as its body, to a gateway of your own: the server's "
+        f"real code with a demo key named **{DEMO_KEY_NAME}**, its own buckets (**{limits.requests_per_minute} "
+        f"requests** and **{limits.tokens_per_minute:,} tokens** per minute) and its own log. Send it a few "
+        "times to meet the rate limit; no real key's budget is spent."
     )
-    presented = {"configured": server.config.keys[key_name], "wrong": WRONG_KEY, "none": None}[choice]
-    auth = check_api_key(presented, server.config.keys)
-    st.caption("Decided by the server's real key check (constant-time, against every configured key); "
-               "nothing is sent over HTTP and nothing is logged.")
-    if auth.allowed:
-        st.success(f"{auth.message} The call goes on to the rate limiter.", icon=":material/check_circle:")
+    with st.form("gateway_demo_form"):
+        left, right = st.columns(2)
+        choice = left.radio(
+            "Key the client presents", ["demo", "wrong", "none"], horizontal=True, key="gateway_key_choice",
+            format_func={"demo": "the demo key", "wrong": "a wrong key", "none": "no Authorization header"}.get,
+        )
+        model = right.text_input("model", journey.model_name, key="gateway_model", max_chars=200)
+        sent = st.form_submit_button("Send it through the gateway", icon=":material/send:", key="gateway_send")
+    if sent:
+        presented = {"demo": demo.key, "wrong": WRONG_KEY, "none": None}[choice]
+        payload = {**journey_request(settings.journey_input()).to_payload(), "model": model, "stream": False}
+        payload.pop("stream_options", None)
+        with st.spinner("The gateway is deciding…", show_time=True):
+            st.session_state[ANSWER_STATE] = demo.send(payload, presented)
+    answer: DemoAnswer | None = st.session_state.get(ANSWER_STATE)
+    if answer is None:
+        st.caption("Nothing sent yet.")
         return
-    headers = {"content-type": "application/json", "x-request-id": new_request_id()}
-    st.code(render_http_response(auth.status, headers, auth.error()), language="http", wrap_lines=True)
+    if answer.steps:
+        call_id = dict(answer.headers).get("x-request-id", "")
+        _show_steps([*answer.steps, {"step": "logging", "outcome": "recorded", "status": None,
+                                     "detail": f"Logged as {call_id} under the key name '{DEMO_KEY_NAME}' "
+                                               "(the key itself is never stored)."}])
+    else:
+        st.info(f"HTTP {answer.status} at the first step: without a valid key the gateway stops at auth and keeps "
+                "only a counter (and, per client address, a bucket of its own). Nothing was logged.",
+                icon=":material/block:")
+    st.code(render_http_response(answer.status, answer.headers, answer.body), language="http", wrap_lines=True)
+
+
+def _own_calls() -> None:
+    st.subheader("Your own API calls", anchor=False)
+    server = default_server()
+    reader = call_reader(st.session_state.get(VISITOR_KEY_STATE) or None, server.config, local_only())
+    if not reader.sees_any:
+        st.caption("Present your API key on the Live calls page (it stays in this browser session) to see the "
+                   "gateway's decisions on the calls you send to this server's /v1.")
+        return
+    records = server.log.recent(LOG_ROWS, key_name=reader.only_key)
+    if not records:
+        st.caption(f"No call yet ({literal(reader.reason)}). Send one to /v1; it appears here.")
+        return
+    latest = records[0]
+    st.caption(f"The newest of {len(records)} call(s) you may see: {latest.id}, answered "
+               f"HTTP {latest.status} in {ms(latest.duration)}. Key names only: a key itself is never stored.")
+    st.dataframe(gateway_rows((latest.journey or {}).get("gateway") or []), hide_index=True, key="own_steps")
+    table = pd.DataFrame(
+        {
+            "id": [r.id for r in records],
+            "time": [datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M:%S") for r in records],
+            "key name": [r.key_name for r in records],
+            "status": [r.status for r in records],
+            "outcome": [r.outcome for r in records],
+            "prompt tokens": [r.prompt_tokens for r in records],
+            "completion tokens": [r.completion_tokens for r in records],
+            "duration (ms)": [None if r.duration is None else round(r.duration * 1000, 1) for r in records],
+        }
+    )
+    st.dataframe(table, hide_index=True, key="call_log")
 
 
 def _burst(rpm: int, tpm: int, count: int, seconds: float, cost: int):
@@ -168,50 +185,17 @@ def _limit_demo(journey: Journey) -> None:
         st.code(render_http_response(429, headers, refused.error()), language="http", wrap_lines=True)
 
 
-def _call_log(server: ApiServer, this_call: str) -> None:
-    st.subheader("The call log", anchor=False)
-    records = server.log.recent(LOG_ROWS)
-    st.caption(f"The newest {len(records)} calls in the SQLite log the API writes ({server.log.path}), from "
-               "any client and from these pages. Key names only: a key itself is never stored.")
-    table = pd.DataFrame(
-        {
-            "id": [r.id for r in records],
-            "time": [datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M:%S") for r in records],
-            "key name": [r.key_name for r in records],
-            "status": [r.status for r in records],
-            "outcome": [r.outcome for r in records],
-            "finish_reason": [r.finish_reason for r in records],
-            "prompt tokens": [r.prompt_tokens for r in records],
-            "completion tokens": [r.completion_tokens for r in records],
-            "total tokens": [r.total_tokens for r in records],
-            "TTFT (ms)": [None if r.ttft is None else round(r.ttft * 1000, 1) for r in records],
-            "duration (ms)": [None if r.duration is None else round(r.duration * 1000, 1) for r in records],
-            "this run": [r.id == this_call for r in records],
-        }
-    )
-    st.dataframe(table, hide_index=True, key="call_log")
-
-
 with stage_page("gateway") as settings:
     journey = cached_journey(settings)
-    server = _server()
-    call_id = journey.response["id"]
-    steps, rate = _app_call(call_id, str(server.log.path), journey, server)
-    limits = rate.levels
+    usage = journey.response["usage"]
+    cost = usage["prompt_tokens"] + journey.input.max_tokens
     lesson(
-        f"Before the model sees a single token, the gateway decides. This run presented the key named "
-        f"**{limits.key_name}**, "
-        f"which had **{int(limits.requests)} of {limits.requests_limit} requests** and "
-        f"**{int(limits.tokens):,} of {limits.tokens_limit:,} tokens** left this minute after paying for "
-        f"this call ({journey.response['usage']['prompt_tokens'] + journey.input.max_tokens:,} tokens: prompt "
-        f"plus max_tokens). It was routed to the **{journey.model_name}** backend and logged as "
-        f"**{call_id}**. A wrong key would have stopped it at step one with 401, an empty bucket with 429."
+        f"Before the model sees a single token, the gateway decides: is the key valid (401 if not), does the "
+        f"key's bucket hold **1 request** and **{cost:,} tokens** for this call (its {usage['prompt_tokens']:,} "
+        f"prompt tokens plus max_tokens {journey.input.max_tokens:,}, reserved up front; 429 if not), which "
+        f"backend serves **{journey.model_name}** (404 for a model nobody serves), and then it writes the call "
+        "to the log under the key's name. Send the request below and watch each decision."
     )
-    st.subheader("This call through the gateway", anchor=False)
-    _show_steps(steps)
-    if not rate.allowed:
-        st.warning("The key's real bucket was empty: an API call would have got this 429. "
-                   "The pages ran the model anyway so the other stages have something to show.")
-    _wrong_key_demo(server)
+    _demo_call(journey, settings)
     _limit_demo(journey)
-    _call_log(server, call_id)
+    _own_calls()

@@ -1,5 +1,5 @@
-"""The Gateway page: this run's decisions, the wrong-key and rate-limit answers from the real
-gateway, and the persisted call log (the API's SQLite file, written once per run)."""
+"""The Gateway page: a real request through the visitor's own demo gateway (its key, buckets and log),
+the wrong-key, unknown-model and rate-limit answers, and nothing spent or written on the real server."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from lifecycle.server.calllog import CallLog
 from lifecycle.server.ratelimit import RateLimiter
 
 PROMPT = "Name a colour."
-STEP = re.compile(r"\*\*(Auth|Rate limit|Routing|Logging)\*\*: (\w+)")
+STEP = re.compile(r"\*\*(Auth|Rate limit|Routing|Queue|Logging)\*\*: (\w+)")
 KEY = "sk-class-key-0123456789abcdef"
 
 
@@ -37,45 +37,63 @@ def _prompt_tokens() -> int:
     return len(render_messages([{"role": "user", "content": PROMPT}]).ids)
 
 
-def test_this_run_passes_each_step_and_is_logged_once(run_page, gateway_env):
+def _send(app, choice: str = "demo", model: str | None = None):
+    app.radio(key="gateway_key_choice").set_value(choice)
+    if model is not None:
+        app.text_input(key="gateway_model").set_value(model)
+    return app.button(key="gateway_send").click().run()
+
+
+def _steps(app) -> list[tuple[str, str]]:
+    return [STEP.search(m.value).groups() for m in app.markdown if STEP.search(m.value)]
+
+
+def _answer(app) -> str:
+    return next(code.value for code in app.code if code.value.startswith("HTTP/1.1 "))
+
+
+def test_a_real_request_passes_each_step_without_touching_real_keys_or_the_log(run_page, gateway_env):
     app = run_page("gateway", prompt=PROMPT, max_tokens=4)
     assert not app.exception and not app.error
-    steps = [STEP.search(m.value).groups() for m in app.markdown if STEP.search(m.value)]
-    assert steps == [("Auth", "passed"), ("Rate limit", "passed"), ("Routing", "passed"), ("Logging", "recorded")]
-    assert "Key 'class' accepted." in [t.value for t in app.text]
-
-    log = _table(app, "this run")
-    mine = log[log["this run"]]
-    assert len(mine) == 1
-    row = mine.iloc[0]
-    assert row["key name"] == "class" and row["status"] == 200 and row["outcome"] == "ok"
-    assert row["prompt tokens"] == _prompt_tokens() and row["completion tokens"] == 4
-    assert row["finish_reason"] == "length"
-
-    again = run_page("gateway", prompt=PROMPT, max_tokens=4)  # a second session, same run
-    assert not again.exception
-    with CallLog(gateway_env) as reopened:  # what a restarted server would read
-        ids = [record.id for record in reopened.recent(100)]
-        assert ids.count(row["id"]) == 1
-        stored = reopened.get(row["id"])
-    assert stored.total_tokens == _prompt_tokens() + 4
-    assert KEY.encode() not in gateway_env.read_bytes()
+    assert _steps(app) == []  # nothing is decided before the visitor sends
+    app = _send(app)
+    assert not app.exception and not app.error
+    assert _steps(app) == [("Auth", "passed"), ("Routing", "passed"), ("Rate limit", "passed"), ("Queue", "admitted"),
+                           ("Logging", "recorded")]
+    answer = _answer(app)
+    assert answer.startswith("HTTP/1.1 200 OK\n") and "x-ratelimit-remaining-requests: 4" in answer
+    body = json.loads(answer.split("\n\n", 1)[1])
+    assert (body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"]) == (_prompt_tokens(), 4)
+    server = routes.default_server()
+    assert server.limiter.snapshot("class").requests == server.config.requests_per_minute  # untouched
+    assert not gateway_env.exists() or CallLog(gateway_env).recent(10) == []
 
 
-def test_a_wrong_key_gets_401_with_the_error_envelope(run_page, gateway_env):
-    app = run_page("gateway", prompt=PROMPT, max_tokens=4)
-    app.radio(key="gateway_key_choice").set_value("wrong").run()
-    assert not app.exception
-    answer = next(code.value for code in app.code if code.value.startswith("HTTP/1.1 401"))
-    assert answer.startswith("HTTP/1.1 401 Unauthorized\n")
-    assert "x-request-id: req_" in answer
+def test_a_wrong_key_and_an_unknown_model_get_the_real_refusals(run_page, gateway_env):
+    app = _send(run_page("gateway", prompt=PROMPT, max_tokens=4), "wrong")
+    answer = _answer(app)
+    assert answer.startswith("HTTP/1.1 401 Unauthorized\n") and "x-request-id: req_" in answer
     envelope = json.loads(answer.split("\n\n", 1)[1])
     assert envelope["error"]["code"] == "invalid_api_key" and envelope["error"]["message"] == "Incorrect API key provided."
-    assert KEY not in answer
+    assert any("Nothing was logged" in i.value for i in app.info) and KEY not in answer
 
-    app.radio(key="gateway_key_choice").set_value("none").run()
-    answer = next(code.value for code in app.code if code.value.startswith("HTTP/1.1 401"))
-    assert "You didn't provide an API key" in answer
+    app = _send(app, "none")
+    assert "You didn't provide an API key" in _answer(app)
+
+    app = _send(app, "demo", model="gpt-[x](https://evil.example)")
+    assert _steps(app) == [("Auth", "passed"), ("Routing", "refused"), ("Logging", "recorded")]
+    assert _answer(app).startswith("HTTP/1.1 404 Not Found\n")
+
+
+def test_the_demo_buckets_run_out_after_five_calls(run_page, gateway_env):
+    app = run_page("gateway", prompt=PROMPT, max_tokens=1)
+    for _ in range(5):
+        app = _send(app)
+        assert _answer(app).startswith("HTTP/1.1 200")
+    app = _send(app)
+    answer = _answer(app)
+    assert answer.startswith("HTTP/1.1 429") and "retry-after: " in answer
+    assert ("Rate limit", "refused") in _steps(app)
 
 
 def test_a_burst_over_the_limit_gets_429_with_the_limiter_headers(run_page, gateway_env):
