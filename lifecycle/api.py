@@ -46,7 +46,8 @@ from lifecycle.gateway import (
     route,
 )
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.request import DEFAULT_MAX_TOKENS, ChatRequest, build_response, new_completion_id, validate_request
+from lifecycle.server.chat_request import DEFAULT_MAX_TOKENS, ChatRequest, validate_request
+from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.sampling import SamplingSettings
 from lifecycle.serving import LiveCall, QueueFull, model_queue, model_status, start_model_loading
 

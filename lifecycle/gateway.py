@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from lifecycle.errors import LifecycleError
-from lifecycle.request import escape_control
+from lifecycle.server.wire import escape_control
 
 KEYS_ENV = "LIFECYCLE_API_KEYS"
 CALL_LOG_ENV = "LIFECYCLE_CALL_LOG"

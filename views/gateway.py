@@ -17,7 +17,7 @@ from lifecycle.gateway import (
     route,
 )
 from lifecycle.journey import Journey
-from lifecycle.request import render_http_response
+from lifecycle.server.wire import render_http_response
 from ui.cache import cached_journey
 from ui.frame import lesson, stage_page
 

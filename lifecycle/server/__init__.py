@@ -1,0 +1,1 @@
+"""The HTTP side: what real clients send and receive (validation, wire renderings, responses, SSE)."""
