@@ -1,1 +1,2 @@
-"""The HTTP side: what real clients send and receive (validation, wire renderings, responses, SSE)."""
+"""The HTTP side: routes, validation, the gateway (keys, rate limits, routing, call log), the worker,
+responses and SSE, outbound calls."""
