@@ -14,7 +14,7 @@ import streamlit as st
 from charts.gateway import bucket_chart
 from charts.live_calls import gateway_rows
 from lifecycle.journey import Journey, journey_request
-from lifecycle.request import render_http_response
+from lifecycle.server.wire import render_http_response
 from lifecycle.server.access import call_reader
 from lifecycle.server.demo import DEMO_KEY_NAME, DemoAnswer, DemoGateway
 from lifecycle.server.exchange import new_request_id

@@ -9,16 +9,11 @@ from charts.request import resent_tokens_chart
 from lifecycle.context import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
 from lifecycle.errors import LifecycleError
-from lifecycle.request import (
-    EXTENSIONS,
-    render_curl,
-    render_http_request,
-    render_http_response,
-    render_javascript,
-    render_python,
-    resend_sizes,
-)
+from lifecycle.server.chat_request import EXTENSIONS
 from lifecycle.server.remote import DEADLINE_SECONDS, send_chat_completion
+from lifecycle.server.snippets import render_curl, render_javascript, render_python
+from lifecycle.server.statelessness import resend_sizes
+from lifecycle.server.wire import render_http_request, render_http_response
 from lifecycle.stream import delta_content, frame_kind
 from ui.cache import cached_journey
 from ui.deployment import outbound_policy, own_port
