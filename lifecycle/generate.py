@@ -5,7 +5,9 @@ feeds only the newest token. Each step turns the last logits into a sampled dist
 (lifecycle.sampling), chooses a token, and records it with its probability, the top
 alternatives and its wall time. Generation ends at an end-of-sequence token or a stop sequence
 (finish_reason "stop"), at max_tokens ("length"), or when the caller cancels ("cancelled").
-Any step can be forced to another token, so a page can branch from an alternative.
+Any step can be forced to another token, so a page can branch from an alternative. A grammar
+constraint (lifecycle.grammar) masks each step's distribution to the tokens that keep the output
+valid, and ends the generation ("stop") as soon as the grammar is complete.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class GenerationStep:
     token_bytes: bytes = b""
     held: bytes = b""
     base_probability: float = 0.0
+    grammar_allowed: int | None = None
 
 
 @dataclass
@@ -156,6 +159,7 @@ def generate_steps(
     forced: Mapping[int, int] | None = None,
     cancelled: Callable[[], bool] | None = None,
     timings: dict | None = None,
+    constraint=None,
 ) -> Iterator[GenerationStep]:
     """Validate now (LifecycleError before any model work), then yield steps as they are generated.
 
@@ -163,13 +167,15 @@ def generate_steps(
     is already true before the prefill nothing is yielded. ``loaded.lock`` is held only during
     each model call, never while the consumer handles a step: the cache is private to this
     generation, so a slow reader does not block other users of the model. ``timings`` (optional)
-    receives "prefill_seconds" once the prompt has run.
+    receives "prefill_seconds" once the prompt has run. ``constraint`` (a
+    lifecycle.grammar.GrammarConstraint, fresh for this generation) restricts every step to the
+    tokens its grammar allows.
     """
     ids, stops = _check_request(loaded, prompt_ids, settings, max_tokens, stop, forced)
-    return _steps(loaded, ids, settings, max_tokens, stops, dict(forced or {}), cancelled or (lambda: False), timings)
+    return _steps(loaded, ids, settings, max_tokens, stops, dict(forced or {}), cancelled or (lambda: False), timings, constraint)
 
 
-def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings) -> Iterator[GenerationStep]:
+def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings, constraint) -> Iterator[GenerationStep]:
     import torch
 
     vocabulary = token_bytes(loaded)
@@ -193,17 +199,23 @@ def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings)
             with loaded.lock, torch.inference_mode():
                 out = loaded.model(input_ids=torch.tensor([[history[-1]]]), cache=cache, use_cache=True)
             cache, logits = out.cache, out.logits[0, -1]
-        distribution = apply_sampling(logits.float().numpy(), settings, history)
+        allowed = constraint.allowed() if constraint is not None else None
+        distribution = apply_sampling(logits.float().numpy(), settings, history, allowed)
         token_id = int(forced[index]) if index in forced else choose_token(distribution, rng)
         history.append(token_id)
         delta, finished = _advance(detokenizer, stop_text, token_id, eos)
+        if constraint is not None and token_id not in eos:
+            constraint.accept(token_id)
+            finished = finished or ("stop" if constraint.complete else None)
         if finished is None and (index == max_tokens - 1 or cancelled()):
             finished = "length" if index == max_tokens - 1 else "cancelled"
-        if finished in ("length", "cancelled") or token_id in eos:
+        if finished in ("length", "cancelled") or token_id in eos or (constraint is not None and constraint.complete):
             # Bytes of a character the model never finished are dropped, not shown as U+FFFD;
             # the step's ``held`` still records them.
             delta += stop_text.finish("")
-        yield _record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started)
+        step = _record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started)
+        step.grammar_allowed = int(np.count_nonzero(allowed)) if allowed is not None else None
+        yield step
         if finished is not None:
             return
 
@@ -264,8 +276,9 @@ def generate(
     stop: Sequence[str] = (),
     forced: Mapping[int, int] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    constraint=None,
 ) -> Generation:
     """Run the whole loop and collect it; ``text`` is exactly what a stream of the same run delivers."""
     timings: dict = {}
-    steps = list(generate_steps(loaded, prompt_ids, settings, max_tokens, stop, forced, cancelled, timings))
+    steps = list(generate_steps(loaded, prompt_ids, settings, max_tokens, stop, forced, cancelled, timings, constraint))
     return Generation.collect(prompt_ids, steps, timings.get("prefill_seconds", 0.0))

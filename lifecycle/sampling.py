@@ -2,7 +2,9 @@
 
 The model's logits become a probability distribution over the whole vocabulary (softmax at
 temperature 1). Sampling then reshapes it in the standard order used by Hugging Face and most
-inference servers: repetition penalty, temperature, top-k, top-p (nucleus), min-p, renormalize.
+inference servers: grammar mask (structured output: tokens that would break the required format
+are removed outright, lifecycle.grammar), repetition penalty, temperature, top-k, top-p (nucleus),
+min-p, renormalize.
 For every token we keep its base probability, its final probability and the stage that removed
 it, so a page can show exactly what each setting did. Temperature 0 means greedy decoding.
 Pure numpy; cheap enough to rerun on every slider move (well under 5 ms for 49,152 tokens).
@@ -18,9 +20,9 @@ import numpy as np
 
 from lifecycle.errors import LifecycleError
 
-STAGES = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+STAGES = ("grammar", "repetition_penalty", "temperature", "top_k", "top_p", "min_p")
 KEPT = -1
-_TEMPERATURE, _TOP_K, _TOP_P, _MIN_P = (STAGES.index(s) for s in STAGES[1:])
+_GRAMMAR, _TEMPERATURE, _TOP_K, _TOP_P, _MIN_P = (STAGES.index(s) for s in ("grammar",) + STAGES[2:])
 _NUCLEUS_BINS_PER_OCTAVE = 16
 
 
@@ -136,9 +138,12 @@ class SampledDistribution:
 
 
 def apply_sampling(
-    logits: np.ndarray, settings: SamplingSettings, previous_ids: Sequence[int] = ()
+    logits: np.ndarray, settings: SamplingSettings, previous_ids: Sequence[int] = (), allowed: np.ndarray | None = None
 ) -> SampledDistribution:
-    """Apply repetition penalty, temperature, top-k, top-p, min-p and renormalize.
+    """Apply the grammar mask, repetition penalty, temperature, top-k, top-p, min-p and renormalize.
+
+    ``allowed`` (a boolean mask over the vocabulary, from lifecycle.grammar) removes every other
+    token before anything else runs, so greedy decoding and top-k pick among allowed tokens only.
 
     Top-p and min-p act on the distribution left by the stages before them (after temperature
     and top-k, renormalized), as in Hugging Face's logits processors. A token whose probability
@@ -149,15 +154,17 @@ def apply_sampling(
     base_probs = _softmax(raw)
     scores = _penalize_repeats(raw, previous_ids, settings.repetition_penalty)
     removed_by = np.full(raw.size, KEPT, dtype=np.int8)
+    if allowed is not None:
+        scores = _mask(scores, allowed, removed_by)
 
     if settings.temperature == 0:
         final = np.zeros_like(base_probs)
         final[int(np.argmax(scores))] = 1.0
-        removed_by[final == 0] = _TEMPERATURE
+        removed_by[(final == 0) & (removed_by == KEPT)] = _TEMPERATURE
         return SampledDistribution(base_probs, final, removed_by, 0.0, True, 1)
 
     probs = _softmax(scores, settings.temperature)
-    removed_by[probs == 0] = _TEMPERATURE
+    removed_by[(probs == 0) & (removed_by == KEPT)] = _TEMPERATURE
     if 0 < settings.top_k < raw.size:
         _remove(removed_by, np.argpartition(-scores, settings.top_k - 1)[settings.top_k :], _TOP_K)
     if settings.top_p < 1.0:
@@ -219,6 +226,15 @@ def _penalize_repeats(scores: np.ndarray, previous_ids: Sequence[int], penalty: 
     seen = penalized[ids]
     penalized[ids] = np.where(seen > 0, seen / penalty, seen * penalty)
     return penalized
+
+
+def _mask(scores: np.ndarray, allowed: np.ndarray, removed_by: np.ndarray) -> np.ndarray:
+    """Scores with every token outside ``allowed`` at -inf, marked as removed by the grammar."""
+    allowed = np.asarray(allowed, dtype=bool)
+    if allowed.shape != scores.shape or not allowed.any():
+        raise LifecycleError("the grammar mask must cover the vocabulary and allow at least one token", param="allowed")
+    removed_by[~allowed] = _GRAMMAR
+    return np.where(allowed, scores, -np.inf)
 
 
 def _remove(removed_by: np.ndarray, ids: np.ndarray, stage: int) -> None:
