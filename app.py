@@ -9,7 +9,7 @@ import os
 
 import streamlit as st
 
-from lifecycle.api import api_routes
+from lifecycle.server.routes import api_routes
 from lifecycle.model import THREADS_ENV
 
 # The browser usually runs on the same machine (a laptop in a workshop): leave it a core, since

@@ -24,8 +24,11 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from lifecycle import api, serving
-from lifecycle.api import ApiConfig, ApiServer, api_routes
+from lifecycle import serving
+from lifecycle.server import endpoints
+from lifecycle.server.config import ApiConfig, api_config
+from lifecycle.server.endpoints import ApiServer
+from lifecycle.server.routes import api_routes
 from lifecycle.context import render_messages
 from lifecycle.serving import ModelStatus, live_calls, model_queue
 from lifecycle.stream import parse_sse, stream_problems
@@ -112,7 +115,7 @@ def test_health_is_200_with_the_model_ready(http, loaded):
 
 
 def test_health_and_completions_are_503_while_the_model_loads(http, monkeypatch, loaded):
-    monkeypatch.setattr(api, "model_status", lambda: ModelStatus("loading", loaded.name))
+    monkeypatch.setattr(endpoints, "model_status", lambda: ModelStatus("loading", loaded.name))
     health = http.get("/health")
     assert health.status_code == 503 and health.json()["status"] == "loading"
     assert int(health.headers["retry-after"]) >= 1
@@ -152,11 +155,11 @@ def test_missing_or_wrong_key_is_401_and_logged_without_the_key(base_url, api_se
 
 
 def test_development_key_is_generated_when_none_is_configured():
-    config = api.api_config({}, environ={})
+    config = api_config({}, environ={})
     assert config.development_key and list(config.keys) == ["dev"] and len(config.keys["dev"]) >= 32
-    named = api.api_config({"LIFECYCLE_API_KEYS": {"alice": "secret-a"}}, environ={})
+    named = api_config({"LIFECYCLE_API_KEYS": {"alice": "secret-a"}}, environ={})
     assert named.keys == {"alice": "secret-a"} and not named.development_key
-    from_env = api.api_config(None, environ={"LIFECYCLE_API_KEYS": "bob:secret-b,secret-c"})
+    from_env = api_config(None, environ={"LIFECYCLE_API_KEYS": "bob:secret-b,secret-c"})
     assert from_env.keys == {"bob": "secret-b", "key2": "secret-c"}
 
 
@@ -386,7 +389,7 @@ def test_queue_full_is_503_and_waiting_calls_are_visible(http, api_server, loade
 
 ENTRY = '''import streamlit as st
 
-from lifecycle.api import api_routes
+from lifecycle.server.routes import api_routes
 
 app = st.App("entry.py", routes=api_routes())
 

@@ -8,7 +8,7 @@ import streamlit as st
 from charts.request import resent_tokens_chart
 from lifecycle.context import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
-from lifecycle.remote import send_chat_completion
+from lifecycle.server.remote import send_chat_completion
 from lifecycle.request import (
     DEFAULT_BASE_URL,
     EXTENSIONS,

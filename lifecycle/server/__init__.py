@@ -1,0 +1,1 @@
+"""The HTTP side: routes, the gateway (keys, rate limits, routing, call log), the worker, outbound calls."""
