@@ -25,7 +25,18 @@ from lifecycle.errors import LifecycleError
 from lifecycle.sampling import SampledDistribution, SamplingSettings, TokenCandidate, apply_sampling, choose_token
 
 ALTERNATIVES = 5
+TOP_LOGPROBS = 20  # OpenAI's maximum top_logprobs; every step keeps this many of the model's best
 END_OF_TEXT_TOKENS = ("<|endoftext|>", "<|im_end|>")
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A token and its log-probability under the model's own distribution (before sampling moved
+    or removed anything, as OpenAI-compatible servers report ``logprobs``)."""
+
+    token_id: int
+    token_bytes: bytes
+    logprob: float
 
 
 @dataclass
@@ -48,6 +59,8 @@ class GenerationStep:
     held: bytes = b""
     base_probability: float = 0.0
     grammar_allowed: int | None = None
+    logprob: float = 0.0
+    top_logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass
@@ -200,7 +213,7 @@ def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings,
                 out = loaded.model(input_ids=torch.tensor([[history[-1]]]), cache=cache, use_cache=True)
             cache, logits = out.cache, out.logits[0, -1]
         allowed = constraint.allowed() if constraint is not None else None
-        distribution = apply_sampling(logits.float().numpy(), settings, history, allowed)
+        distribution = apply_sampling(logits.float().numpy(), settings, history, history[len(ids):], allowed)
         token_id = int(forced[index]) if index in forced else choose_token(distribution, rng)
         history.append(token_id)
         delta, finished = _advance(detokenizer, stop_text, token_id, eos)
@@ -244,7 +257,20 @@ def _record(index, token_id, distribution, vocabulary, forced, finished, delta, 
         token_bytes=data,
         held=held,
         base_probability=float(distribution.base_probs[token_id]),
+        logprob=_logprob(distribution.base_probs[token_id]),
+        top_logprobs=top_logprobs(distribution.base_probs, vocabulary),
     )
+
+
+def _logprob(probability: float) -> float:
+    return math.log(probability) if probability > 0 else -math.inf
+
+
+def top_logprobs(base_probs: np.ndarray, vocabulary, k: int = TOP_LOGPROBS) -> list[TokenLogprob]:
+    """The model's k most likely tokens with their log-probabilities, most likely first."""
+    pool = np.argpartition(-base_probs, k)[:k]
+    ranked = pool[np.lexsort((pool, -base_probs[pool]))]
+    return [TokenLogprob(int(i), vocabulary.of(int(i)), _logprob(base_probs[i])) for i in ranked]
 
 
 def alternatives(

@@ -26,7 +26,8 @@ from lifecycle.errors import LifecycleError
 from lifecycle.forward import ForwardPass, run_forward, token_text
 from lifecycle.generate import Generation, generate_steps
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.request import ChatRequest, build_response, chat_request, new_completion_id
+from lifecycle.server.chat_request import ChatRequest, chat_request
+from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.sampling import (
     NextTokenDistribution,
     SampledDistribution,
@@ -153,7 +154,7 @@ def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey
         "one extra forward pass for the attention and logit-lens views",
     )
     next_token = next_token_distribution(forward.last_logits, lambda i: token_text(loaded, i))
-    sampled = apply_sampling(forward.last_logits, inp.sampling, previous_ids=rendered.ids)
+    sampled = apply_sampling(forward.last_logits, inp.sampling, previous_ids=rendered.ids, generated_ids=[])
     generation, events = _generate_and_stream(inp, loaded, rendered, clock)
     detokenized = clock.run("detokenization", lambda: detokenize(generation.token_ids, loaded))
     response = build_response(
@@ -197,6 +198,9 @@ def journey_request(inp: JourneyInput, model: str | None = None) -> ChatRequest:
         top_k=s.top_k,
         min_p=s.min_p,
         repetition_penalty=s.repetition_penalty,
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=s.frequency_penalty,
+        logit_bias=dict(s.logit_bias),
         max_tokens=inp.max_tokens,
         stream=True,
         include_usage=inp.include_usage,

@@ -16,7 +16,7 @@ from lifecycle.server.ratelimit import RateLimiter
 from lifecycle.server.routes import default_server
 from lifecycle.server.routing import route
 from lifecycle.journey import Journey
-from lifecycle.request import render_http_response
+from lifecycle.server.wire import render_http_response
 from ui.cache import cached_journey
 from ui.frame import lesson, stage_page
 

@@ -9,16 +9,10 @@ from charts.request import resent_tokens_chart
 from lifecycle.context import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
 from lifecycle.server.remote import send_chat_completion
-from lifecycle.request import (
-    DEFAULT_BASE_URL,
-    EXTENSIONS,
-    render_curl,
-    render_http_request,
-    render_http_response,
-    render_javascript,
-    render_python,
-    resend_sizes,
-)
+from lifecycle.server.chat_request import EXTENSIONS
+from lifecycle.server.snippets import render_curl, render_javascript, render_python
+from lifecycle.server.statelessness import resend_sizes
+from lifecycle.server.wire import DEFAULT_BASE_URL, render_http_request, render_http_response
 from ui.cache import cached_journey
 from ui.frame import lesson, show_text, stage_page
 

@@ -1,1 +1,2 @@
-"""The HTTP side: routes, the gateway (keys, rate limits, routing, call log), the worker, outbound calls."""
+"""The HTTP side: routes, validation, the gateway (keys, rate limits, routing, call log), the worker,
+responses and SSE, outbound calls."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from lifecycle.errors import LifecycleError
-from lifecycle.request import escape_control
+from lifecycle.server.wire import escape_control
 
 CALL_LOG_ENV = "LIFECYCLE_CALL_LOG"
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',]+")

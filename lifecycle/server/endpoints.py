@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from lifecycle.context import context_budget, render_messages
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.request import DEFAULT_MAX_TOKENS, ChatRequest, validate_request
+from lifecycle.server.chat_request import DEFAULT_MAX_TOKENS, ChatRequest, validate_request
 from lifecycle.server.calllog import CallLog
 from lifecycle.server.config import ApiConfig
 from lifecycle.server.errors import ApiError

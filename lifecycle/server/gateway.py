@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from lifecycle.request import escape_control
+from lifecycle.server.wire import escape_control
 from lifecycle.server.calllog import CallRecord
 from lifecycle.server.keys import AuthDecision
 from lifecycle.server.ratelimit import RateDecision

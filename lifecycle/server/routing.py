@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from lifecycle.request import escape_control
+from lifecycle.server.wire import escape_control
 from lifecycle.server.errors import error_envelope
 
 LOCAL_BACKEND = "local"

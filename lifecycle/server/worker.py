@@ -19,7 +19,8 @@ from starlette.responses import StreamingResponse
 from lifecycle import generate as generation
 from lifecycle import stream as streaming
 from lifecycle.model import LoadedModel
-from lifecycle.request import ChatRequest, build_response, new_completion_id
+from lifecycle.server.chat_request import ChatRequest
+from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.sampling import SamplingSettings
 from lifecycle.server.errors import ApiError, error_envelope
 from lifecycle.server.exchange import Exchange
