@@ -24,7 +24,17 @@ import string
 from dataclasses import dataclass, field
 
 from lifecycle.errors import LifecycleError
-from lifecycle.grammar import JSON_OPTIONS, NAME_PATTERN, ResponseFormat, check_schema, lark_grammar, validate_grammar
+from lifecycle.grammar import (
+    JSON_OPTIONS,
+    NAME_PATTERN,
+    ResponseFormat,
+    check_schema,
+    json_grammar,
+    lark_grammar,
+    parse_response_format,
+    safe_integers,
+    validate_grammar,
+)
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>\n", "\n</tool_call>"
 NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -186,10 +196,10 @@ def call_schema(tools: list[Tool]) -> dict:
         for tool in tools
     ]
     schema = options[0] if len(options) == 1 else {"anyOf": options}
-    return {**schema, "x-guidance": JSON_OPTIONS}
+    return {**safe_integers(schema), "x-guidance": JSON_OPTIONS}
 
 
-def output_grammar(tools: list[Tool], choice: ToolChoice, response_format: ResponseFormat) -> str | None:
+def output_grammar(tools: list[Tool] | tuple[Tool, ...], choice: ToolChoice, response_format: ResponseFormat) -> str | None:
     """The llguidance grammar for the whole answer, or None when it is unconstrained."""
     if choice.mode == "none" or not tools:
         return _json_only(response_format)
@@ -198,7 +208,7 @@ def output_grammar(tools: list[Tool], choice: ToolChoice, response_format: Respo
     if choice.mode in ("required", "function"):
         lark = "start: call\n" + call
     elif response_format.constrained:
-        schema = {**response_format.json_schema(), "x-guidance": JSON_OPTIONS}
+        schema = {**safe_integers(response_format.json_schema()), "x-guidance": JSON_OPTIONS}
         lark = f"start: call | answer\n{call}answer: %json {json.dumps(schema)}\n"
     else:
         lark = "start: call | TEXT\n" + call + "TEXT: /[^<](.|\\n)*/\n"
@@ -210,8 +220,6 @@ def output_grammar(tools: list[Tool], choice: ToolChoice, response_format: Respo
 
 
 def _json_only(response_format: ResponseFormat) -> str | None:
-    from lifecycle.grammar import json_grammar
-
     return json_grammar(response_format.json_schema()) if response_format.constrained else None
 
 
@@ -303,3 +311,39 @@ def _value_end(text: str, start: int) -> int | None:
             if depth == 0:
                 return index + 1
     return None
+
+
+# --- one request's output rules ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputRules:
+    """What a request's answer must look like: its response_format, the tools it may call and how
+    (tool_choice), compiled once into the grammar every generation of the request follows."""
+
+    response_format: ResponseFormat = field(default_factory=lambda: ResponseFormat("text"))
+    tools: tuple[Tool, ...] = ()
+    tool_choice: ToolChoice = field(default_factory=lambda: ToolChoice("none"))
+    grammar: str | None = None
+
+    @property
+    def may_call(self) -> bool:
+        return bool(self.tools) and self.tool_choice.mode != "none"
+
+    def definitions(self) -> list[dict]:
+        return [tool.definition() for tool in self.tools]
+
+    def constraint(self, loaded):
+        """A fresh grammar constraint for one generation (None when the answer is free text)."""
+        from lifecycle.grammar import GrammarConstraint
+
+        return GrammarConstraint(loaded, self.grammar) if self.grammar is not None else None
+
+
+def output_rules(response_format: object = None, tools: object = None, tool_choice: object = None) -> OutputRules:
+    """Validate a request's response_format, tools and tool_choice together (LifecycleError naming
+    the parameter, before any model work) and compile their grammar."""
+    form = parse_response_format(response_format)
+    parsed = parse_tools(tools)
+    choice = parse_tool_choice(tool_choice, parsed)
+    return OutputRules(form, tuple(parsed), choice, output_grammar(parsed, choice, form))
