@@ -14,6 +14,7 @@ from charts.theme import MUTED, OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.sampling import KEPT, STAGES, SampledDistribution
 
 STAGE_LABELS = {
+    "grammar": "grammar mask",
     "repetition_penalty": "repetition penalty",
     "temperature": "temperature",
     "top_k": "top-k",

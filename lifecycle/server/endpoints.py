@@ -20,7 +20,7 @@ from dataclasses import asdict
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from lifecycle.context import context_budget, render_messages
+from lifecycle.context import TOOLS, context_budget, render_messages
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel, shared_model
 from lifecycle.server.chat_request import DEFAULT_MAX_TOKENS, ChatRequest, validate_request
@@ -238,10 +238,11 @@ class ApiServer:
     async def _budget(self, chat: ChatRequest, loaded: LoadedModel, exchange: Exchange):
         """(prompt ids, max_tokens, context budget) of a prompt already known to be of a bounded size."""
         try:
-            prompt = await asyncio.to_thread(render_messages, chat.messages)
+            prompt = await asyncio.to_thread(render_messages, chat.messages, chat.output.definitions())
         except LifecycleError as error:
             raise ApiError(400, error.message, param=error.param, code=error.code) from error
         window = loaded.context_window
+        _refuse_unfit_tools(prompt, window, chat.max_tokens or 1)
         free = window - len(prompt.ids)
         max_tokens = chat.max_tokens or max(1, min(DEFAULT_MAX_TOKENS, free))
         budget = context_budget(prompt, window, max_tokens)
@@ -279,6 +280,18 @@ def _refuse_unfit_length(chat: ChatRequest, loaded: LoadedModel) -> None:
     needed = -(-_content_bytes(chat.messages) // longest)
     if needed > loaded.context_window:
         raise _context_length_error(loaded.context_window, f"at least {needed}", chat.max_tokens or 1)
+
+
+def _refuse_unfit_tools(prompt, window: int, max_tokens: int) -> None:
+    """Tool definitions that alone leave no room for the messages and the answer: 400 naming tools."""
+    tools = sum(segment.tokens for segment in prompt.segments if segment.name == TOOLS)
+    if tools and window - tools < max_tokens + 1:
+        raise ApiError(
+            400,
+            f"The tool definitions take {tools} tokens of the {window}-token context window, leaving no room for "
+            f"the messages and {max_tokens} completion tokens. Send fewer or shorter tools.",
+            param="tools", code="context_length_exceeded",
+        )
 
 
 def _content_bytes(messages: list[dict]) -> int:

@@ -24,6 +24,7 @@ from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.sampling import SamplingSettings
 from lifecycle.server.errors import ApiError, error_envelope
 from lifecycle.server.exchange import Exchange
+from lifecycle.tools import read_output
 from lifecycle.serving import LiveCall, model_queue
 
 if TYPE_CHECKING:
@@ -90,9 +91,13 @@ class GenerationJob:
 
     def _generate(self) -> list[object]:
         exchange = self.exchange
+        output = self.chat.output
         result = generation.generate(self.loaded, self.prompt_ids, sampling_settings(self.chat), self.max_tokens,
-                                     stop=self.chat.stop, cancelled=self.call.cancel.is_set)
-        exchange.finish_reason = result.finish_reason
+                                     stop=self.chat.stop, cancelled=self.call.cancel.is_set,
+                                     constraint=output.constraint(self.loaded))
+        content, calls = read_output(result.text) if output.may_call else (result.text, [])
+        finish_reason = "tool_calls" if calls and result.finish_reason == "stop" else result.finish_reason
+        exchange.finish_reason = finish_reason
         exchange.completion_tokens = result.completion_tokens
         exchange.ttft = round(self.call.waited_seconds + result.prefill_seconds, 6)
         decode = result.decode_seconds
@@ -104,8 +109,9 @@ class GenerationJob:
         if result.finish_reason == "cancelled":
             exchange.status, exchange.outcome = 499, "cancelled"
             return []
-        body = build_response(self.completion_id, self.chat.model, result.text, result.finish_reason,
-                              len(self.prompt_ids), result.completion_tokens)
+        body = build_response(self.completion_id, self.chat.model, content, finish_reason,
+                              len(self.prompt_ids), result.completion_tokens,
+                              tool_calls=[call.wire() for call in calls] or None)
         exchange.status, exchange.outcome = 200, "ok"
         exchange.journey["response"] = {"status": 200, "body": body}
         return [body]
@@ -121,7 +127,7 @@ class GenerationJob:
         events = streaming.stream_completion(
             self.loaded, self.prompt_ids, sampling_settings(self.chat), self.max_tokens, self.chat.model,
             self.completion_id, True, stop=self.chat.stop, cancelled=self.call.cancel.is_set,
-            started=exchange.started,
+            started=exchange.started, output=self.chat.output,
         )
         exchange.status, exchange.outcome = 200, "ok"
         tail = []
