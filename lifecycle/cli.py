@@ -2,6 +2,7 @@
 
     python -m lifecycle trace "Why is the sky blue?" --temperature 0 --max-tokens 24
     python -m lifecycle tokenize --encoding o200k_base "naïve café 🙂"
+    python -m lifecycle warm prompts.txt --url http://localhost:8501 --api-key sk-...
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +19,8 @@ from lifecycle.errors import LifecycleError
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING
 
 TOP_CANDIDATES = 10
+URL_ENV, KEY_ENV = "LIFECYCLE_URL", "LIFECYCLE_API_KEY"
+DEFAULT_URL = "http://localhost:8501"
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -45,6 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     tok.add_argument("text")
     tok.add_argument("--encoding", default=MODEL_ENCODING, help=f"one of {', '.join(ENCODINGS)}")
     tok.add_argument("--json", action="store_true")
+    warm = commands.add_parser("warm", help="precompute a class's prompts on the running server (one per line)")
+    warm.add_argument("prompts", help="a text file, one prompt per line (# comments and blank lines skipped)")
+    warm.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL),
+                      help=f"the running app (default ${URL_ENV} or {DEFAULT_URL})")
+    warm.add_argument("--api-key", default=os.environ.get(KEY_ENV),
+                      help=f"one of the server's API keys (default ${KEY_ENV})")
+    for option, kind in (("--temperature", float), ("--top-p", float), ("--top-k", int), ("--min-p", float),
+                         ("--repetition-penalty", float), ("--max-tokens", int), ("--seed", int)):
+        warm.add_argument(option, type=kind, default=None, help="as in the sidebar (default: the pages' default)")
+    warm.add_argument("--system", default=None, help="system prompt (default: none, as in the sidebar)")
     return parser
 
 
@@ -52,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        output = _trace(args) if args.command == "trace" else _tokenize(args)
+        commands = {"trace": _trace, "tokenize": _tokenize, "warm": _warm}
+        output = commands[args.command](args)
     except LifecycleError as error:
         print(f"error: {error.message}", file=sys.stderr)
         return 2
@@ -70,6 +85,38 @@ def _tokenize(args: argparse.Namespace) -> str:
     lines = [f"{result.count} tokens ({args.encoding}), {result.chars_per_token:.2f} characters per token"]
     lines += [f"{row['id']:>7}  {row['text']!r:<24} {row['bytes']}" for row in rows]
     return "\n".join(lines)
+
+
+def _warm(args: argparse.Namespace) -> str:
+    """Warm the prompts on the server, printing a line as each one is ready; return the summary."""
+    from lifecycle.warm import read_prompts, warm_server
+
+    prompts = read_prompts(args.prompts)
+    names = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens", "seed")
+    settings = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.system is not None:
+        settings["system_prompt"] = args.system
+    print(f"Warming {len(prompts)} prompt(s) on {args.url} …", flush=True)
+    summary, failed = None, 0
+    for line in warm_server(args.url, args.api_key, prompts, settings):
+        if line.get("done"):
+            summary = line
+            continue
+        prompt = prompts[line["index"]]
+        shown = repr(prompt if len(prompt) <= 50 else prompt[:49] + "…")
+        if line["status"] == "ready":
+            how = "was already cached" if line["already_cached"] else f"{line['seconds']:.1f} s"
+            print(f"  ready   {shown}: {line['prompt_tokens']} prompt + {line['completion_tokens']} "
+                  f"generated tokens, {how}", flush=True)
+        else:
+            failed += 1
+            print(f"  failed  {shown}: {line['error']}", flush=True)
+    if summary is None:
+        raise LifecycleError("The server stopped before reporting every prompt.", param="url")
+    if failed:
+        raise LifecycleError(f"{failed} of {len(prompts)} prompt(s) could not be warmed (see above).",
+                             param="prompts")
+    return f"{summary['ready']} prompt(s) ready in {summary['seconds']:.1f} s: the class's pages open at once."
 
 
 def _trace(args: argparse.Namespace) -> str:
