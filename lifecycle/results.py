@@ -17,8 +17,13 @@ with the pages' own per-prompt results.
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from lifecycle.engine import EngineFull, origin
 
 from lifecycle.generate import Generation, generate
 from lifecycle.journey import (
@@ -35,6 +40,34 @@ from lifecycle.journey import (
 from lifecycle.model import LoadedModel
 from lifecycle.result_cache import Pending, ResultCache, shared_cache
 from lifecycle.sampling import SamplingSettings
+
+
+@dataclass(frozen=True)
+class QueueNotice:
+    """Published in a generation's progress while the engine's queue is full and it waits to get in."""
+
+    waiting: int  # requests already waiting in the engine's queue
+    retry_after: int  # seconds until the next try
+
+
+def engine_tag(key: Hashable) -> str:
+    """The short name a prompt's engine requests carry (on Live calls), never the prompt itself."""
+    return "prompt-" + hashlib.sha1(repr(key).encode()).hexdigest()[:6]
+
+
+def when_admitted(work: Callable[[], object], report: Callable[[object], None],
+                  sleep: Callable[[float], None] = time.sleep) -> object:
+    """``work()``, tried again after the engine's retry-after whenever its queue is full.
+
+    Pages wait in this outer line (``QueueNotice`` in their progress says how many are ahead)
+    instead of failing; the API answers 503 instead (lifecycle.serving).
+    """
+    while True:
+        try:
+            return work()
+        except EngineFull as full:
+            report(QueueNotice(full.waiting, full.retry_after))
+            sleep(full.retry_after)
 
 
 class JourneyResults:
@@ -62,36 +95,43 @@ class JourneyResults:
         ids = tuple(self.prepared(inp).rendered.ids)
         return ("answer", self.loaded.name, ids, inp.sampling, inp.max_tokens, inp.stop, inp.include_usage)
 
-    def answer(self, inp: JourneyInput) -> Pending:
+    def answer(self, inp: JourneyInput, label: str = "page") -> Pending:
         """The generation for ``inp``: started in the background unless already there, returned at once.
 
-        ``pending.progress`` holds each GenerationStep as it arrives; ``pending.result()`` the Answer.
+        ``pending.progress`` holds each GenerationStep as it arrives (and a QueueNotice while the
+        engine is full); ``pending.result()`` the Answer. ``label`` names the engine request on
+        Live calls ("page", "warm"); its tag is ``engine_tag(answer_key)``.
         """
         prepared = self.prepared(inp)
         check_runnable(prepared, self.loaded)
-        return self.cache.start(self.answer_key(inp),
-                                lambda report: answer(prepared, self.loaded, on_step=report))
+        key = self.answer_key(inp)
+
+        def compute(report):
+            with origin(label, engine_tag(key)):
+                return when_admitted(lambda: answer(prepared, self.loaded, on_step=report), report)
+
+        return self.cache.start(key, compute)
 
     def peek_answer(self, inp: JourneyInput) -> Pending | None:
         """The generation for ``inp`` if anyone started it, without starting it."""
         return self.cache.peek(self.answer_key(inp))
 
-    def journey(self, inp: JourneyInput) -> Journey:
+    def journey(self, inp: JourneyInput, label: str = "page") -> Journey:
         """Every stage for ``inp``; the inspection pass and the generation run side by side."""
         prepared = self.prepared(inp)
-        inspection, generation = self.start_inspection(inp), self.answer(inp)
+        inspection, generation = self.start_inspection(inp), self.answer(inp, label)
         return Journey.of(prepared, inspection.result(), generation.result())
 
     def warm(self, inp: JourneyInput) -> Journey:
         """Compute (or find) every stage for ``inp``, so the pages open it at once."""
-        return self.journey(inp)
+        return self.journey(inp, label="warm")
 
     def branch(self, prompt_ids: tuple[int, ...], sampling: SamplingSettings, max_tokens: int,
                stop: tuple[str, ...], forced: tuple[tuple[int, int], ...]) -> Generation:
         """A generation with the steps in ``forced`` (index, token id) fixed: one branch of the loop."""
         key = ("branch", self.loaded.name, prompt_ids, sampling, max_tokens, stop, forced)
-        return self.cache.get(key, lambda _report: generate(self.loaded, prompt_ids, sampling, max_tokens, stop,
-                                                            forced=dict(forced)))
+        return self.cache.get(key, lambda report: when_admitted(
+            lambda: generate(self.loaded, prompt_ids, sampling, max_tokens, stop, forced=dict(forced)), report))
 
 
 _shared: dict[str, JourneyResults] = {}

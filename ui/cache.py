@@ -24,9 +24,11 @@ from typing import TypeVar
 
 import streamlit as st
 
+from lifecycle.engine import shared_engine
+from lifecycle.generate import GenerationStep
 from lifecycle.journey import Answer, Inspection, Journey, PreparedPrompt
 from lifecycle.result_cache import Pending, shared_cache
-from lifecycle.results import JourneyResults, shared_results
+from lifecycle.results import JourneyResults, QueueNotice, engine_tag, shared_results
 from ui.frame import loaded_model, show_text
 from ui.settings import JourneySettings
 
@@ -58,7 +60,7 @@ def answered_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Answer]:
     results = journey_results()
     inp = settings.journey_input()
     prepared = results.prepared(inp)
-    return prepared, _answer(results.answer(inp), inp.max_tokens)
+    return prepared, _answer(results.answer(inp), inp)
 
 
 def finished_answer(settings: JourneySettings) -> Answer | None:
@@ -79,7 +81,7 @@ def cached_journey(settings: JourneySettings) -> Journey:
     prepared = results.prepared(inp)
     inspection = results.start_inspection(inp)
     generation = results.answer(inp)  # both start now: the engine runs them side by side
-    return Journey.of(prepared, _inspection(inspection), _answer(generation, inp.max_tokens))
+    return Journey.of(prepared, _inspection(inspection), _answer(generation, inp))
 
 
 def _inspection(pending: Pending) -> Inspection:
@@ -89,27 +91,50 @@ def _inspection(pending: Pending) -> Inspection:
     return pending.result()
 
 
-def _answer(pending: Pending, max_tokens: int) -> Answer:
+def _answer(pending: Pending, inp) -> Answer:
     if not pending.done():
-        _show_progress(pending, max_tokens)
+        _show_progress(pending, inp.max_tokens, engine_tag(journey_results().answer_key(inp)))
     return pending.result()
 
 
-def _show_progress(pending, max_tokens: int) -> None:
-    """The generation's tokens so far, redrawn until it finishes; then the box goes away."""
+def _show_progress(pending: Pending, max_tokens: int, tag: str) -> None:
+    """The generation's tokens so far, redrawn until it finishes (then the box goes away).
+
+    Before the first token it says where this prompt is: in line for the engine (its place), or
+    having its prompt read (prefill) in the engine's running batch.
+    """
     box = st.empty()
     while not pending.done():
-        steps = list(pending.progress)
+        steps = [item for item in list(pending.progress) if isinstance(item, GenerationStep)]
+        seconds = time.monotonic() - pending.started
         with box.container(border=True):
-            waited = time.monotonic() - pending.started
             if steps:
                 st.caption(f"Generating on the model: {len(steps)} of at most {max_tokens} tokens so far "
-                           f"({waited:,.1f} s).")
+                           f"({seconds:,.1f} s).")
                 show_text("".join(step.delta for step in steps) or "…", limit=PROGRESS_CHARS)
             else:
-                st.caption(f"Waiting for the model to start this prompt's generation… ({waited:,.1f} s)")
+                st.caption(_waiting_line(pending, tag, seconds))
         time.sleep(POLL_SECONDS)
     box.empty()
+
+
+def _waiting_line(pending: Pending, tag: str, seconds: float) -> str:
+    """Where this prompt's generation is before its first token, from the engine's live state."""
+    notices = [item for item in list(pending.progress) if isinstance(item, QueueNotice)]
+    state = shared_engine(loaded_model()).state()
+    waiting = next((w for w in state.waiting if w.tag == tag), None)
+    running = next((r for r in state.running if r.tag == tag), None)
+    if running is not None:
+        return (f"The model is reading this prompt ({running.prompt_tokens} tokens, prefill) in a batch of "
+                f"{len(state.running)} requests… ({seconds:,.1f} s)")
+    if waiting is not None:
+        return (f"In line for the model: place {waiting.position} of {len(state.waiting)} waiting; "
+                f"{len(state.running)} requests are in the running batch. ({seconds:,.1f} s)")
+    if notices:
+        notice = notices[-1]
+        return (f"The model's queue is full: {notice.waiting} requests are waiting ahead of this one. "
+                f"It tries again every {notice.retry_after} s and keeps its place here. ({seconds:,.1f} s)")
+    return f"Handing this prompt to the model… ({seconds:,.1f} s)"
 
 
 def per_prompt_cache(function: Callable[..., Result]) -> Callable[..., Result]:

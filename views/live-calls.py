@@ -29,6 +29,7 @@ from lifecycle.api import default_server
 from lifecycle.gateway import KEYS_ENV, CallLog, CallRecord, default_call_log_path
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.serving import live_calls, model_status
+from ui.engine_state import engine_section
 from ui.frame import lesson, show_text, stage_page
 from ui.settings import JourneySettings
 
@@ -275,6 +276,7 @@ with stage_page("live-calls", needs_prompt=False) as settings:
     button_column.button("Refresh", icon=":material/refresh:")
     interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
     st.fragment(_live_panel, run_every=interval)(log)
+    engine_section(settings)
     with st.expander("How to call it", expanded=not records, icon=":material/terminal:"):
         _how_to_call(settings, default_server().config.development_key)
     st.subheader("Recent calls", anchor=False)
