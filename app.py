@@ -1,7 +1,8 @@
 """LLM Request Lifecycle: the Streamlit app and, in the same process, its OpenAI-compatible API.
 
 ``streamlit run app.py`` imports this module once as "app" to find the ASGI ``app`` (the pages
-plus the API routes /v1/chat/completions, /v1/models and /health), then runs it as ``__main__``
+plus the API routes /v1/chat/completions, /v1/models and /health, and /lifecycle/warm that fills
+the pages' caches), then runs it as ``__main__``
 for every browser session (the pages).
 """
 
@@ -9,9 +10,10 @@ import os
 
 import streamlit as st
 
-from lifecycle.server.routes import api_routes
+from lifecycle.server.routes import api_routes, default_server
 from lifecycle.model import THREADS_ENV
 from ui.deployment import streamlit_secrets
+from ui.warm import warm_routes
 
 # The browser usually runs on the same machine (a laptop in a workshop): leave it a core, since
 # oversubscribed OpenMP threads slow generation far more than one thread fewer does.
@@ -19,7 +21,8 @@ os.environ.setdefault(THREADS_ENV, str(max(1, (os.cpu_count() or 1) - 1)))
 
 
 # API keys and settings may come from Streamlit secrets (secrets.toml) besides the environment.
-app = st.App("app.py", routes=api_routes(streamlit_secrets()))
+_server = default_server(streamlit_secrets())
+app = st.App("app.py", routes=[*warm_routes(_server), *api_routes(server=_server)])
 
 if __name__ == "__main__":
     from ui.frame import run_app

@@ -3,6 +3,7 @@
     python -m lifecycle trace "Why is the sky blue?" --temperature 0 --max-tokens 24
     python -m lifecycle tokenize --encoding o200k_base "naïve café 🙂"
     python -m lifecycle keys --count 30
+    python -m lifecycle warm prompts.txt --url http://localhost:8501 --api-key sk-...
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +20,8 @@ from lifecycle.errors import LifecycleError
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING
 
 TOP_CANDIDATES = 10
+URL_ENV, KEY_ENV = "LIFECYCLE_URL", "LIFECYCLE_API_KEY"
+DEFAULT_URL = "http://localhost:8501"
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -49,6 +53,16 @@ def _parser() -> argparse.ArgumentParser:
     keys = commands.add_parser("keys", help="print a key sheet for a workshop: one named API key per participant")
     keys.add_argument("--count", type=int, default=30, help="participants (one key each)")
     keys.add_argument("--prefix", default="participant", help="participant key names: PREFIX01, PREFIX02, ...")
+    warm = commands.add_parser("warm", help="precompute a class's prompts on the running server (one per line)")
+    warm.add_argument("prompts", help="a text file, one prompt per line (# comments and blank lines skipped)")
+    warm.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL),
+                      help=f"the running app (default ${URL_ENV} or {DEFAULT_URL})")
+    warm.add_argument("--api-key", default=os.environ.get(KEY_ENV),
+                      help=f"one of the server's API keys (default ${KEY_ENV})")
+    for option, kind in (("--temperature", float), ("--top-p", float), ("--top-k", int), ("--min-p", float),
+                         ("--repetition-penalty", float), ("--max-tokens", int), ("--seed", int)):
+        warm.add_argument(option, type=kind, default=None, help="as in the sidebar (default: the pages' default)")
+    warm.add_argument("--system", default=None, help="system prompt (default: none, as in the sidebar)")
     return parser
 
 
@@ -81,7 +95,8 @@ def _keys(args: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        output = {"trace": _trace, "tokenize": _tokenize, "keys": _keys}[args.command](args)
+        commands = {"trace": _trace, "tokenize": _tokenize, "keys": _keys, "warm": _warm}
+        output = commands[args.command](args)
     except LifecycleError as error:
         print(f"error: {error.message}", file=sys.stderr)
         return 2
@@ -99,6 +114,38 @@ def _tokenize(args: argparse.Namespace) -> str:
     lines = [f"{result.count} tokens ({args.encoding}), {result.chars_per_token:.2f} characters per token"]
     lines += [f"{row['id']:>7}  {row['text']!r:<24} {row['bytes']}" for row in rows]
     return "\n".join(lines)
+
+
+def _warm(args: argparse.Namespace) -> str:
+    """Warm the prompts on the server, printing a line as each one is ready; return the summary."""
+    from lifecycle.warm import read_prompts, warm_server
+
+    prompts = read_prompts(args.prompts)
+    names = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens", "seed")
+    settings = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.system is not None:
+        settings["system_prompt"] = args.system
+    print(f"Warming {len(prompts)} prompt(s) on {args.url} …", flush=True)
+    summary, failed = None, 0
+    for line in warm_server(args.url, args.api_key, prompts, settings):
+        if line.get("done"):
+            summary = line
+            continue
+        prompt = prompts[line["index"]]
+        shown = repr(prompt if len(prompt) <= 50 else prompt[:49] + "…")
+        if line["status"] == "ready":
+            how = "was already cached" if line["already_cached"] else f"{line['seconds']:.1f} s"
+            print(f"  ready   {shown}: {line['prompt_tokens']} prompt + {line['completion_tokens']} "
+                  f"generated tokens, {how}", flush=True)
+        else:
+            failed += 1
+            print(f"  failed  {shown}: {line['error']}", flush=True)
+    if summary is None:
+        raise LifecycleError("The server stopped before reporting every prompt.", param="url")
+    if failed:
+        raise LifecycleError(f"{failed} of {len(prompts)} prompt(s) could not be warmed (see above).",
+                             param="prompts")
+    return f"{summary['ready']} prompt(s) ready in {summary['seconds']:.1f} s: the class's pages open at once."
 
 
 def _trace(args: argparse.Namespace) -> str:

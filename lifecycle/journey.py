@@ -1,10 +1,16 @@
 """The whole journey: one prompt and its settings carried through every stage, each one timed.
 
-``run_journey`` is what the pages and the command line read. It builds the request, tokenizes
-the prompt, renders the chat template and budgets the window, runs one inspection forward pass
-(attention, logit lens), then generates for real while producing the SSE stream, and finally
-detokenizes and builds the response. Prefill and each decode step are timed apart, so the journey
-map shows where the latency lives.
+The journey is three stage functions, so a page waits only for the stages it shows:
+
+- ``prepare``: the request, the tokenization, the chat template and the window budget. No model run.
+- ``inspect_prompt``: one inspection forward pass (embeddings, attention, logit lens) and the
+  next-token distribution. The Embeddings, Attention, Next token and Sampling pages need only this.
+- ``answer``: the real generation, produced as the SSE stream, then detokenized into the response.
+  ``on_step`` sees every generated token as it arrives, so a page can show progress.
+
+``run_journey`` runs all three for the command line and the tests; ``Journey.of`` joins results
+computed apart (lifecycle.results caches each one separately). Prefill and each decode step are
+timed apart, so the journey map shows where the latency lives.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from lifecycle.context import (
 from lifecycle.detokenize import DetokenizedStep, detokenize
 from lifecycle.errors import LifecycleError
 from lifecycle.forward import ForwardPass, run_forward, token_text
-from lifecycle.generate import Generation, generate_steps
+from lifecycle.generate import Generation, GenerationStep, generate_steps
 from lifecycle.model import LoadedModel, shared_model
 from lifecycle.server.chat_request import ChatRequest, chat_request
 from lifecycle.server.completion import build_response, new_completion_id
@@ -75,6 +81,47 @@ class StageTiming:
 
 
 @dataclass
+class PreparedPrompt:
+    """The journey before the model runs: the request, the prompt's tokens, the template and the budget."""
+
+    input: JourneyInput
+    model_name: str
+    request: ChatRequest
+    prompt_tokens: Tokenization
+    rendered: RenderedPrompt
+    budget: ContextBudget
+    timings: list[StageTiming]
+
+
+@dataclass
+class Inspection:
+    """The inspection pass over the rendered prompt and the next-token distribution it ends in.
+
+    ``waited_seconds`` is the time between asking for the pass and the model starting it (the
+    engine was busy with other work); ``seconds`` is the whole stage's wall time.
+    """
+
+    forward: ForwardPass
+    next_token: NextTokenDistribution
+    seconds: float
+    waited_seconds: float
+
+
+@dataclass
+class Answer:
+    """The generation of one prepared prompt: its steps, the SSE stream it became and the response."""
+
+    generation: Generation
+    stream: list[StreamEvent]
+    stream_metrics: StreamMetrics
+    detokenized: list[DetokenizedStep]
+    response: dict
+    timings: list[StageTiming]
+    waited_seconds: float = 0.0
+    cached_tokens: int = 0
+
+
+@dataclass
 class Journey:
     """Every stage's result for one prompt, and how long each took."""
 
@@ -93,10 +140,36 @@ class Journey:
     detokenized: list[DetokenizedStep]
     response: dict
     timings: list[StageTiming] = field(default_factory=list)
+    waited_seconds: float = 0.0  # this prompt's time in the engine's queue (inspection pass + generation)
 
     @property
     def total_seconds(self) -> float:
         return sum(t.seconds for t in self.timings)
+
+    @classmethod
+    def of(cls, prepared: PreparedPrompt, inspection: Inspection, answer: Answer) -> Journey:
+        """The whole journey from its three stages (each possibly computed apart and cached)."""
+        inspection_timing = StageTiming(
+            "inspection pass", inspection.seconds, "one extra forward pass for the attention and logit-lens views"
+        )
+        return cls(
+            input=prepared.input,
+            model_name=prepared.model_name,
+            request=prepared.request,
+            prompt_tokens=prepared.prompt_tokens,
+            rendered=prepared.rendered,
+            budget=prepared.budget,
+            forward=inspection.forward,
+            next_token=inspection.next_token,
+            sampled=sampled_next_token(prepared, inspection),
+            generation=answer.generation,
+            stream=answer.stream,
+            stream_metrics=answer.stream_metrics,
+            detokenized=answer.detokenized,
+            response=answer.response,
+            timings=[*prepared.timings, inspection_timing, *answer.timings],
+            waited_seconds=inspection.waited_seconds + answer.waited_seconds,
+        )
 
 
 def validate_input(inp: JourneyInput) -> None:
@@ -124,16 +197,24 @@ class _Stopwatch:
         return result
 
 
-def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey:
-    """Carry ``inp`` through every stage on the real model."""
+def prepare(inp: JourneyInput, model_name: str) -> PreparedPrompt:
+    """The stages before the model: request, tokenization, chat template and window budget.
+
+    Raises LifecycleError for input no stage can take; a prompt too long to run is still prepared
+    (the Tokenization and Context window pages show it), ``check_runnable`` refuses it.
+    """
     validate_input(inp)
-    loaded = loaded or shared_model()
     clock = _Stopwatch()
-    conversation = inp.conversation()
-    request = clock.run("request", lambda: journey_request(inp, loaded.name))
+    request = clock.run("request", lambda: journey_request(inp, model_name))
     prompt_tokens = clock.run("tokenization", lambda: tokenize(inp.prompt))
-    rendered = clock.run("chat template", lambda: render_prompt(conversation, raw=inp.raw))
+    rendered = clock.run("chat template", lambda: render_prompt(inp.conversation(), raw=inp.raw))
     budget = context_budget(rendered, inp.window, inp.max_tokens)
+    return PreparedPrompt(inp, model_name, request, prompt_tokens, rendered, budget, clock.timings)
+
+
+def check_runnable(prepared: PreparedPrompt, loaded: LoadedModel) -> None:
+    """Raise LifecycleError when the prompt and its answer do not fit, or are too long for this CPU."""
+    inp, rendered, budget = prepared.input, prepared.rendered, prepared.budget
     if not budget.fits or len(rendered.ids) + inp.max_tokens > loaded.context_window:
         raise LifecycleError(
             f"The prompt needs {budget.prompt_tokens:,} tokens plus {inp.max_tokens:,} reserved for the answer, "
@@ -148,41 +229,92 @@ def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey
             "The Tokenization and Context window pages still show all of it.",
             param="prompt",
         )
-    forward = clock.run(
-        "inspection pass",
-        lambda: run_forward(loaded, rendered.ids, max_attention_tokens=ATTENTION_TOKENS),
-        "one extra forward pass for the attention and logit-lens views",
-    )
+
+
+def inspect_prompt(prepared: PreparedPrompt, loaded: LoadedModel) -> Inspection:
+    """The inspection pass (attention, logit lens, embeddings) and the next-token distribution."""
+    check_runnable(prepared, loaded)
+    started = time.perf_counter()
+    forward = run_forward(loaded, prepared.rendered.ids, max_attention_tokens=ATTENTION_TOKENS)
     next_token = next_token_distribution(forward.last_logits, lambda i: token_text(loaded, i))
-    sampled = apply_sampling(forward.last_logits, inp.sampling, previous_ids=rendered.ids, generated_ids=[])
-    generation, events = _generate_and_stream(inp, loaded, rendered, clock)
+    seconds = time.perf_counter() - started
+    # What the stage took beyond the model's own pass is time spent waiting for the model.
+    return Inspection(forward, next_token, seconds, waited_seconds=max(0.0, seconds - forward.seconds))
+
+
+def sampled_next_token(prepared: PreparedPrompt, inspection: Inspection) -> SampledDistribution:
+    """The next-token distribution after this run's sampling settings (no model run)."""
+    return apply_sampling(inspection.forward.last_logits, prepared.input.sampling, previous_ids=prepared.rendered.ids,
+                          generated_ids=[])
+
+
+def answer(
+    prepared: PreparedPrompt,
+    loaded: LoadedModel,
+    on_step: Callable[[GenerationStep], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Answer:
+    """Generate for real while producing the SSE stream, then detokenize and build the response.
+
+    ``on_step`` is called with each generated token as soon as it exists.
+    """
+    check_runnable(prepared, loaded)
+    inp, rendered = prepared.input, prepared.rendered
+    started = time.perf_counter()
+    step_timings: dict = {}
+    steps: list[GenerationStep] = []
+
+    def recorded():
+        for step in generate_steps(loaded, rendered.ids, inp.sampling, inp.max_tokens, inp.stop,
+                                   cancelled=cancelled, timings=step_timings):
+            steps.append(step)
+            if on_step is not None:
+                on_step(step)
+            yield step
+
+    events = list(
+        stream_events(
+            recorded(),
+            completion_id=new_completion_id(),
+            model_name=prepared.model_name,
+            prompt_tokens=len(rendered.ids),
+            include_usage=inp.include_usage,
+            started=started,
+        )
+    )
+    prefill = step_timings.get("prefill_seconds", 0.0)
+    timings = [StageTiming("prefill", prefill, f"{len(rendered.ids)} prompt tokens in one pass")]
+    timings += [StageTiming(f"decode {step.index + 1}", step.seconds, repr(step.text)) for step in steps]
+    generation = Generation.collect(rendered.ids, steps, prefill)
+    clock = _Stopwatch()
     detokenized = clock.run("detokenization", lambda: detokenize(generation.token_ids, loaded))
     response = build_response(
         completion_id=events[0].data["id"],
-        model=loaded.name,
+        model=prepared.model_name,
         text=generation.text,
         finish_reason=generation.finish_reason,
         prompt_tokens=len(rendered.ids),
         completion_tokens=generation.completion_tokens,
         created=events[0].data["created"],
     )
-    return Journey(
-        input=inp,
-        model_name=loaded.name,
-        request=request,
-        prompt_tokens=prompt_tokens,
-        rendered=rendered,
-        budget=budget,
-        forward=forward,
-        next_token=next_token,
-        sampled=sampled,
+    return Answer(
         generation=generation,
         stream=events,
         stream_metrics=stream_metrics(events),
         detokenized=detokenized,
         response=response,
-        timings=clock.timings,
+        timings=timings + clock.timings,
+        waited_seconds=float(step_timings.get("waited_seconds", 0.0)),
+        cached_tokens=int(step_timings.get("cached_tokens", 0)),
     )
+
+
+def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey:
+    """Carry ``inp`` through every stage on the real model."""
+    loaded = loaded or shared_model()
+    prepared = prepare(inp, loaded.name)
+    check_runnable(prepared, loaded)
+    return Journey.of(prepared, inspect_prompt(prepared, loaded), answer(prepared, loaded))
 
 
 def journey_request(inp: JourneyInput, model: str | None = None) -> ChatRequest:
@@ -207,33 +339,3 @@ def journey_request(inp: JourneyInput, model: str | None = None) -> ChatRequest:
         seed=s.seed,
         stop=inp.stop,
     )
-
-
-def _generate_and_stream(
-    inp: JourneyInput, loaded: LoadedModel, rendered: RenderedPrompt, clock: _Stopwatch
-) -> tuple[Generation, list[StreamEvent]]:
-    """One real generation, seen both as steps (with alternatives) and as the SSE events it produced."""
-    started = time.perf_counter()
-    step_timings: dict = {}
-    steps = []
-
-    def recorded():
-        for step in generate_steps(loaded, rendered.ids, inp.sampling, inp.max_tokens, inp.stop, timings=step_timings):
-            steps.append(step)
-            yield step
-
-    events = list(
-        stream_events(
-            recorded(),
-            completion_id=new_completion_id(),
-            model_name=loaded.name,
-            prompt_tokens=len(rendered.ids),
-            include_usage=inp.include_usage,
-            started=started,
-        )
-    )
-    prefill = step_timings.get("prefill_seconds", 0.0)
-    clock.timings.append(StageTiming("prefill", prefill, f"{len(rendered.ids)} prompt tokens in one pass"))
-    for step in steps:
-        clock.timings.append(StageTiming(f"decode {step.index + 1}", step.seconds, repr(step.text)))
-    return Generation.collect(rendered.ids, steps, prefill), events

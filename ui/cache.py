@@ -1,55 +1,155 @@
-"""Per-prompt results, cached across sessions and bounded in size and age.
+"""The journey's stage results as the pages ask for them, each page waiting only for what it shows.
 
-``cached_journey(settings)`` is the whole journey of this session's prompt (every stage, timed),
-computed once per distinct settings. A page that needs more than the journey decorates the function that computes its stage for one prompt::
+The results live in the process-wide ``lifecycle.results.JourneyResults`` (one cache bounded in
+bytes by ``LIFECYCLE_CACHE_MB``, shared by every session and the warm endpoint). Here they are
+fetched with something on screen while the model works:
 
-    @per_prompt_cache
-    def tokenizations(settings: JourneySettings) -> dict[str, Tokenization]: ...
+- ``prepared_prompt(settings)``: request, tokens, template, budget. No model run, no wait.
+- ``inspected_prompt(settings)``: also the inspection pass (Embeddings, Attention, Next token,
+  Sampling), with a spinner while it runs.
+- ``answered_prompt(settings)``: also the generation; the tokens appear as they are generated.
+- ``cached_journey(settings)``: every stage (the journey map, Gateway, Streaming, ...).
 
-The result is shared by every session asking with equal arguments, so treat it as read-only.
-Arguments are hashed to make the key; name a parameter with a leading underscore (``_loaded``)
-to leave an unhashable one (the model) out of the key. Old entries expire after ``TTL`` and at
-most ``MAX_ENTRIES`` stay per function, so memory levels off however many prompts arrive.
+Results are shared by every session asking with equal settings, so treat them as read-only.
+``per_prompt_cache`` memoises a page's own per-prompt function in the same byte-bounded cache.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import time
 from collections.abc import Callable
-from datetime import timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import streamlit as st
 
-from lifecycle.model import LoadedModel
-from ui.frame import loaded_model
+from lifecycle.engine import shared_engine
+from lifecycle.generate import GenerationStep
+from lifecycle.journey import Answer, Inspection, Journey, PreparedPrompt
+from lifecycle.result_cache import Pending, shared_cache
+from lifecycle.results import JourneyResults, QueueNotice, engine_tag, shared_results
+from ui.frame import loaded_model, show_text
 from ui.settings import JourneySettings
 
-if TYPE_CHECKING:
-    from lifecycle.journey import Journey, JourneyInput
-
-MAX_ENTRIES = 16
-TTL = timedelta(minutes=30)
+POLL_SECONDS = 0.25
+PROGRESS_CHARS = 2000
 
 Result = TypeVar("Result")
 
 
-def per_prompt_cache(function: Callable[..., Result]) -> Callable[..., Result]:
-    """``function`` memoised by its arguments for all sessions: at most MAX_ENTRIES, each for TTL."""
-    return st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL, show_spinner=False)(function)
+def journey_results() -> JourneyResults:
+    """The process-wide stage results of the loaded model (loading it first, with a spinner)."""
+    return shared_results(loaded_model())
 
 
-@per_prompt_cache
-def _journey(inp: JourneyInput, _loaded: LoadedModel) -> Journey:
-    from lifecycle.journey import run_journey  # imported on first use: ui.cache stays light
+def prepared_prompt(settings: JourneySettings) -> PreparedPrompt:
+    """Request, tokenization, template and budget of these settings (LifecycleError for bad input)."""
+    return journey_results().prepared(settings.journey_input())
 
-    return run_journey(inp, _loaded)
+
+def inspected_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Inspection]:
+    """The prepared prompt and its inspection pass; a spinner shows while the pass runs."""
+    results = journey_results()
+    inp = settings.journey_input()
+    return results.prepared(inp), _inspection(results.start_inspection(inp))
+
+
+def answered_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Answer]:
+    """The prepared prompt and its generation; while it runs, the tokens show as they arrive."""
+    results = journey_results()
+    inp = settings.journey_input()
+    prepared = results.prepared(inp)
+    return prepared, _answer(results.answer(inp), inp)
+
+
+def finished_answer(settings: JourneySettings) -> Answer | None:
+    """This prompt's generation if it has already finished, without starting or waiting for it."""
+    pending = journey_results().peek_answer(settings.journey_input())
+    if pending is None or not pending.done() or pending.exception() is not None:
+        return None
+    return pending.result()
 
 
 def cached_journey(settings: JourneySettings) -> Journey:
-    """Every stage's result for these settings; the first request runs the model, with a spinner.
+    """Every stage's result for these settings; the generation shows its tokens as they arrive.
 
     Raises LifecycleError for input the journey cannot take (empty or too long prompt, ...).
     """
-    loaded = loaded_model()
-    with st.spinner("Running the prompt through every stage on the model…", show_time=True):
-        return _journey(settings.journey_input(), loaded)
+    results = journey_results()
+    inp = settings.journey_input()
+    prepared = results.prepared(inp)
+    inspection = results.start_inspection(inp)
+    generation = results.answer(inp)  # both start now: the engine runs them side by side
+    return Journey.of(prepared, _inspection(inspection), _answer(generation, inp))
+
+
+def _inspection(pending: Pending) -> Inspection:
+    if not pending.done():
+        with st.spinner("Running the prompt through the model once (the inspection pass)…", show_time=True):
+            return pending.result()
+    return pending.result()
+
+
+def _answer(pending: Pending, inp) -> Answer:
+    if not pending.done():
+        _show_progress(pending, inp.max_tokens, engine_tag(journey_results().answer_key(inp)))
+    return pending.result()
+
+
+def _show_progress(pending: Pending, max_tokens: int, tag: str) -> None:
+    """The generation's tokens so far, redrawn until it finishes (then the box goes away).
+
+    Before the first token it says where this prompt is: in line for the engine (its place), or
+    having its prompt read (prefill) in the engine's running batch.
+    """
+    box = st.empty()
+    while not pending.done():
+        steps = [item for item in list(pending.progress) if isinstance(item, GenerationStep)]
+        seconds = time.monotonic() - pending.started
+        with box.container(border=True):
+            if steps:
+                st.caption(f"Generating on the model: {len(steps)} of at most {max_tokens} tokens so far "
+                           f"({seconds:,.1f} s).")
+                show_text("".join(step.delta for step in steps) or "…", limit=PROGRESS_CHARS)
+            else:
+                st.caption(_waiting_line(pending, tag, seconds))
+        time.sleep(POLL_SECONDS)
+    box.empty()
+
+
+def _waiting_line(pending: Pending, tag: str, seconds: float) -> str:
+    """Where this prompt's generation is before its first token, from the engine's live state."""
+    notices = [item for item in list(pending.progress) if isinstance(item, QueueNotice)]
+    state = shared_engine(loaded_model()).state()
+    waiting = next((w for w in state.waiting if w.tag == tag), None)
+    running = next((r for r in state.running if r.tag == tag), None)
+    if running is not None:
+        return (f"The model is reading this prompt ({running.prompt_tokens} tokens, prefill) in a batch of "
+                f"{len(state.running)} requests… ({seconds:,.1f} s)")
+    if waiting is not None:
+        return (f"In line for the model: place {waiting.position} of {len(state.waiting)} waiting; "
+                f"{len(state.running)} requests are in the running batch. ({seconds:,.1f} s)")
+    if notices:
+        notice = notices[-1]
+        return (f"The model's queue is full: {notice.waiting} requests are waiting ahead of this one. "
+                f"It tries again every {notice.retry_after} s and keeps its place here. ({seconds:,.1f} s)")
+    return f"Handing this prompt to the model… ({seconds:,.1f} s)"
+
+
+def per_prompt_cache(function: Callable[..., Result]) -> Callable[..., Result]:
+    """``function`` memoised by its arguments for all sessions, in the byte-bounded results cache.
+
+    Arguments must be hashable; a parameter named with a leading underscore (``_loaded``) is
+    left out of the key.
+    """
+    name = f"{function.__code__.co_filename}:{function.__qualname__}"  # pages all run as __main__
+    parameters = tuple(inspect.signature(function).parameters)
+
+    @functools.wraps(function)
+    def cached(*args, **kwargs):
+        shown = tuple(a for a, p in zip(args, parameters) if not p.startswith("_"))
+        named = tuple(sorted((k, v) for k, v in kwargs.items() if not k.startswith("_")))
+        return shared_cache().get((name, shown, named), lambda _report: function(*args, **kwargs))
+
+    return cached

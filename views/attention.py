@@ -7,7 +7,7 @@ from charts.attention import attention_bars, attention_heatmap, attention_mosaic
 from charts.embeddings import quoted, token_labels
 from lifecycle.forward import ForwardPass, run_forward, token_text
 from ui.frame import lesson, loaded_model, stage_page
-from ui.cache import cached_journey
+from ui.cache import inspected_prompt
 
 PRONOUN_SENTENCE = "The programmer fixed the bug because it caused crashes."
 PRONOUN, ANTECEDENT = " it", " bug"
@@ -37,10 +37,10 @@ def strongest_head(forward: ForwardPass, query: int, key: int) -> tuple[int, int
 
 
 with stage_page("attention") as settings:
-    journey = cached_journey(settings)
+    _, inspection = inspected_prompt(settings)
     loaded = loaded_model()
     config = loaded.model.config
-    forward = journey.forward
+    forward = inspection.forward
     offset = forward.attention_offset
     texts = [token_text(loaded, i) for i in forward.ids]
     labels = token_labels(texts[offset:], start=offset)
@@ -112,7 +112,7 @@ with stage_page("attention") as settings:
               help="Sets the sidebar prompt to this sentence, so every page follows it (inside the chat template).")
 
     st.subheader("Logit lens: each layer's guess for the next token", anchor=False)
-    final = journey.next_token.top(1)[0]
+    final = inspection.next_token.top(1)[0]
     lens = forward.logit_lens
     first_right = next((g.layer for g in lens if g.candidates[0].id == final.id), None)
     st.markdown(

@@ -13,7 +13,7 @@ from lifecycle.detokenize import DetokenizedStep, detokenize
 from lifecycle.vocabulary import token_display
 from lifecycle.stream import assemble
 from lifecycle.tokenize import encode_plain
-from ui.cache import cached_journey
+from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, stage_page
 
 SPLIT_EXAMPLE = "I love 🦀 and 🍣"
@@ -56,8 +56,8 @@ def _steps_view(steps: list[DetokenizedStep], key: str) -> None:
     _chart(steps, key)
 
 
-def _lesson(journey) -> None:
-    steps = journey.detokenized
+def _lesson(answer) -> None:
+    steps = answer.detokenized
     waits = sum(1 for s in steps if s.held)
     special = sum(1 for s in steps if s.special)
     total_bytes = sum(len(s.bytes) for s in steps if not s.special)
@@ -68,10 +68,10 @@ def _lesson(journey) -> None:
         f"The model never produces text: it produced **{len(steps)} token ids**. Each id stands for a run of bytes "
         f"(**{total_bytes} bytes** of content in all), and the bytes are UTF-8 text only once a whole character "
         f"is there: {held_note}. {f'{special} special token(s) (end of turn) were left out of the content. ' if special else ''}"
-        f"The text became the `content` of the final response: **{len(journey.generation.text):,} characters**, "
-        f"`finish_reason` **{journey.generation.finish_reason}**, and usage of "
-        f"**{journey.response['usage']['total_tokens']} tokens** ({journey.response['usage']['prompt_tokens']} "
-        f"prompt + {journey.response['usage']['completion_tokens']} completion)."
+        f"The text became the `content` of the final response: **{len(answer.generation.text):,} characters**, "
+        f"`finish_reason` **{answer.generation.finish_reason}**, and usage of "
+        f"**{answer.response['usage']['total_tokens']} tokens** ({answer.response['usage']['prompt_tokens']} "
+        f"prompt + {answer.response['usage']['completion_tokens']} completion)."
     )
 
 
@@ -115,15 +115,15 @@ def _raw_and_rendered(text: str) -> None:
         st.markdown(text)
 
 
-def _response(journey) -> None:
+def _response(answer) -> None:
     st.subheader("The final response object", anchor=False)
-    response = journey.response
-    chunks = [e.data for e in journey.stream if e.data is not None]
+    response = answer.response
+    chunks = [e.data for e in answer.stream if e.data is not None]
     streamed_text, streamed_finish, streamed_usage = assemble(chunks)
     st.markdown(
         f"`finish_reason`: **{response['choices'][0]['finish_reason']}**; `usage.completion_tokens` = "
         f"**{response['usage']['completion_tokens']}** = the number of tokens generated "
-        f"({len(journey.generation.steps)}). The same run's stream, joined back together, "
+        f"({len(answer.generation.steps)}). The same run's stream, joined back together, "
         + ("gives exactly this content and finish_reason." if (streamed_text, streamed_finish) ==
            (response["choices"][0]["message"]["content"], response["choices"][0]["finish_reason"])
            else "**differs** from this content.")
@@ -134,13 +134,13 @@ def _response(journey) -> None:
 
 
 with stage_page("detokenization") as settings:
-    journey = cached_journey(settings)
+    _, answer = answered_prompt(settings)
     loaded = loaded_model()
-    _lesson(journey)
+    _lesson(answer)
     st.subheader("This answer, token by token", anchor=False)
     st.markdown("Ids → bytes → text: each generated token's bytes, what the detokenizer emitted when it arrived, "
                 "and the bytes of an unfinished character it held back.")
-    _steps_view(journey.detokenized, key="answer_chart")
+    _steps_view(answer.detokenized, key="answer_chart")
     _split_example(loaded)
-    _raw_and_rendered(journey.generation.text)
-    _response(journey)
+    _raw_and_rendered(answer.generation.text)
+    _response(answer)

@@ -6,7 +6,7 @@ import streamlit as st
 from charts.embeddings import embedding_strip, pca_map, quoted, similarity_matrix, token_labels
 from lifecycle.errors import LifecycleError
 from lifecycle.forward import cosine_similarity_matrix, embed_words, pca_2d, token_text
-from ui.cache import cached_journey
+from ui.cache import inspected_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 
 DEFAULT_WORDS = "car, automobile, vehicle, truck, banana, apple"
@@ -15,7 +15,7 @@ MAX_MAP_TOKENS = 40
 MAX_WORDS = 24
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@per_prompt_cache
 def word_vectors(words: tuple[str, ...]) -> tuple[np.ndarray, tuple[int, ...]]:
     """Each word's input vector (mean over its tokens) and how many tokens it takes, as " word"."""
     loaded = loaded_model()
@@ -45,14 +45,14 @@ def repeated_token(ids: list[int], vectors: np.ndarray) -> tuple[int, list[int],
 
 
 with stage_page("embeddings") as settings:
-    journey = cached_journey(settings)
+    prepared, inspection = inspected_prompt(settings)
     loaded = loaded_model()
     config = loaded.model.config
-    forward = journey.forward
+    forward = inspection.forward
     vectors = forward.embeddings
     texts = [token_text(loaded, i) for i in forward.ids]
     count, dims = vectors.shape
-    user_count = len(journey.prompt_tokens.tokens)
+    user_count = len(prepared.prompt_tokens.tokens)
     norms = np.linalg.norm(vectors, axis=1)
     tied = "the same table" if config.tie_word_embeddings else "a separate table"
     lesson(
@@ -97,7 +97,7 @@ with stage_page("embeddings") as settings:
         st.error(error.message, icon=":material/error:")
     else:
         by_id = {token_id: row for token_id, row in zip(forward.ids, vectors)}
-        prompt_ids = list(dict.fromkeys(t.id for t in journey.prompt_tokens.tokens if t.id in by_id))
+        prompt_ids = list(dict.fromkeys(t.id for t in prepared.prompt_tokens.tokens if t.id in by_id))
         prompt_ids = prompt_ids[:MAX_MAP_TOKENS]
         points = np.vstack([word_vecs, *[by_id[i][None] for i in prompt_ids]])
         labels = words + [token_text(loaded, i) for i in prompt_ids]

@@ -9,23 +9,14 @@ import pandas as pd
 import streamlit as st
 
 from charts.generation import alternatives_figure, steps_figure
-from lifecycle.generate import Generation, GenerationStep, generate
-from lifecycle.model import LoadedModel
-from lifecycle.sampling import SamplingSettings
-from ui.cache import cached_journey
-from ui.frame import lesson, loaded_model, show_text, stage_page
+from lifecycle.generate import Generation, GenerationStep
+from ui.cache import answered_prompt, journey_results
+from ui.frame import lesson, show_text, stage_page
 from ui.settings import NUMBERS, JourneySettings
 
 VIEW = "generation_view"  # session state: which run is shown, how far, and where the reader picked
-MAX_BRANCHES = 32
 SHORT_RUN = 5
 TABLE_ROWS = 200
-
-
-@st.cache_resource(max_entries=MAX_BRANCHES, ttl=1800, show_spinner=False)
-def _branch(prompt_ids: tuple[int, ...], sampling: SamplingSettings, max_tokens: int, stop: tuple[str, ...],
-            forced: tuple[tuple[int, int], ...], _loaded: LoadedModel) -> Generation:
-    return generate(_loaded, prompt_ids, sampling, max_tokens, stop, forced=dict(forced))
 
 
 def _view(settings: JourneySettings) -> dict:
@@ -153,21 +144,21 @@ def _finish(generation: Generation, settings: JourneySettings) -> None:
 
 
 with stage_page("generation") as settings:
-    journey = cached_journey(settings)
+    prepared, answer = answered_prompt(settings)
     view = _view(settings)
-    inp = journey.input
+    inp = prepared.input
     if view["forced"]:
         with st.spinner("Generating the branch on the model…", show_time=True):
-            generation = _branch(tuple(journey.rendered.ids), inp.sampling, inp.max_tokens, tuple(inp.stop),
-                                 view["forced"], loaded_model())
+            generation = journey_results().branch(tuple(prepared.rendered.ids), inp.sampling, inp.max_tokens,
+                                                  tuple(inp.stop), view["forced"])
     else:
-        generation = journey.generation
+        generation = answer.generation
     greedy = inp.sampling.temperature == 0
     total = len(generation.steps)
     revealed = min(view["revealed"], total)
     picked = view["picked"]
 
-    _lesson(generation, len(journey.rendered.ids), inp.max_tokens)
+    _lesson(generation, len(prepared.rendered.ids), inp.max_tokens)
     if view["forced"]:
         st.info(f"You are looking at a branch: you picked another token at step "
                 f"{', '.join(str(p + 1) for p in picked)}; the loop continued from there.", icon=":material/call_split:")
@@ -186,6 +177,6 @@ with stage_page("generation") as settings:
         st.caption(f"The table shows the last {TABLE_ROWS} of {len(shown)} steps.")
     st.plotly_chart(steps_figure(shown, picked, total), key="steps", theme=None)
     st.caption(f"Step 1's time excludes the prefill ({1000 * generation.prefill_seconds:.0f} ms for the "
-               f"{len(journey.rendered.ids)} prompt tokens): its logits come from that pass.")
+               f"{len(prepared.rendered.ids)} prompt tokens): its logits come from that pass.")
     if revealed >= total:
         _finish(generation, settings)

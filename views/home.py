@@ -83,6 +83,16 @@ def _lesson(journey) -> None:
     )
 
 
+def _engine_wait(journey) -> str:
+    """How long this prompt waited for the shared engine (busy with other people's requests)."""
+    waited = journey.waited_seconds
+    if waited < 0.001:
+        return ("The engine started on this prompt at once: no other request was ahead of it. With a whole "
+                "class at the same moment, prompts wait for a place in the engine's batch (see Live calls).")
+    return (f"This prompt **waited {_ms(waited)} for the engine** before the model started on it: the one engine "
+            "runs every model call in this server, batched, and was busy with other requests (see Live calls).")
+
+
 st.title(APP_TITLE, anchor=False)
 journey = model = None
 try:
@@ -95,6 +105,7 @@ except (LifecycleError, ModelLoadError) as error:
 
 if journey is not None:
     _lesson(journey)
+    st.markdown(_engine_wait(journey))
     st.caption(
         f"Model: {model.name}, {model.num_layers} layers, {model.num_heads} attention heads, "
         f"{model.vocab_size:,} tokens in its vocabulary, a context window of {model.context_window:,} "

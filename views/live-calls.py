@@ -34,6 +34,7 @@ from lifecycle.server.routes import default_server
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.serving import live_calls, model_status
 from ui.deployment import local_only
+from ui.engine_state import engine_section
 from ui.frame import lesson, show_text, stage_page
 from ui.settings import JourneySettings
 from ui.text import literal, ms
@@ -295,6 +296,7 @@ with stage_page("live-calls", needs_prompt=False) as settings:
     button_column.button("Refresh", icon=":material/refresh:")
     interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
     st.fragment(_live_panel, run_every=interval)(log, reader, server.refused)
+    engine_section(settings)
     with st.expander("How to call it", expanded=not records, icon=":material/terminal:"):
         _how_to_call(settings, server.config.development_key)
     st.subheader("Recent calls", anchor=False)

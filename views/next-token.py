@@ -5,15 +5,15 @@ import streamlit as st
 
 from charts.embeddings import quoted
 from charts.next_token import candidate_bars, rank_curve
-from ui.cache import cached_journey
+from ui.cache import finished_answer, inspected_prompt
 from ui.frame import lesson, stage_page
 
 TOP_CANDIDATES = 15
 
 
 with stage_page("next-token") as settings:
-    journey = cached_journey(settings)
-    dist = journey.next_token
+    _, inspection = inspected_prompt(settings)
+    dist = inspection.next_token
     top = dist.top(TOP_CANDIDATES)
     best = top[0]
     vocab = dist.probs.size
@@ -23,7 +23,7 @@ with stage_page("next-token") as settings:
     ninety = int(np.searchsorted(cumulative, 0.9)) + 1
     effective = 2 ** dist.entropy_bits
     lesson(
-        f"After reading all {len(journey.forward.ids)} prompt tokens, the model's last position ends in "
+        f"After reading all {len(inspection.forward.ids)} prompt tokens, the model's last position ends in "
         f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
         f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
         f"Half of the probability sits in {f'the top {half:,} tokens' if half > 1 else 'that one token'}; the top "
@@ -48,7 +48,8 @@ with stage_page("next-token") as settings:
                    f"{ordered[-1]:.1e}. A few tokens hold nearly all the mass, then a long tail.")
 
     st.subheader("Entropy and the greedy choice", anchor=False)
-    first = journey.generation.steps[0] if journey.generation.steps else None
+    answer = finished_answer(settings)  # shown when the generation already ran; never waited for here
+    first = answer.generation.steps[0] if answer and answer.generation.steps else None
     entropy_col, greedy_col, first_col = st.columns(3)
     entropy_col.metric("Entropy", f"{dist.entropy_bits:.2f} bits",
                        help="0 bits = certain; log2(49,152) = 15.6 bits = every token equally likely.")
@@ -59,7 +60,10 @@ with stage_page("next-token") as settings:
         first_col.metric("This run's first generated token", repr(first.text), f"id {first.token_id}",
                          delta_color="off", delta_arrow="off")
     s = settings
-    if first is None:
+    if answer is None:
+        st.caption("This run's generation has not run yet: the Generation page runs it and shows which token "
+                   "was chosen first.")
+    elif first is None:
         st.caption("This run generated no token.")
     elif s.temperature == 0 and s.repetition_penalty == 1.0:
         verdict = "matches" if first.token_id == best.id else "does NOT match"

@@ -15,7 +15,7 @@ from lifecycle.server.snippets import render_curl, render_javascript, render_pyt
 from lifecycle.server.statelessness import resend_sizes
 from lifecycle.server.wire import render_http_request, render_http_response
 from lifecycle.stream import delta_content, frame_kind
-from ui.cache import cached_journey
+from ui.cache import answered_prompt, per_prompt_cache
 from ui.deployment import outbound_policy, own_port
 from ui.frame import lesson, show_text, stage_page
 from ui.text import literal, ms
@@ -31,7 +31,7 @@ FOLLOW_UPS = pd.DataFrame(
 )
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@per_prompt_cache
 def _prompt_tokens(messages_json: str) -> tuple[int, int]:
     """(all prompt tokens, tokens of the new message) of one turn's messages, through the chat template."""
     rendered = render_messages(json.loads(messages_json))
@@ -77,8 +77,8 @@ def _show_request_views(request) -> None:
         st.code(render_javascript(request), language="javascript")
 
 
-def _show_response(journey) -> None:
-    response = journey.response
+def _show_response(answer) -> None:
+    response = answer.response
     st.subheader("The response after the run", anchor=False)
     usage = response["usage"]
     columns = st.columns(4)
@@ -90,7 +90,7 @@ def _show_response(journey) -> None:
     st.code(json.dumps(response, ensure_ascii=False, indent=2), language="json")
 
 
-def _show_statelessness(settings, journey) -> None:
+def _show_statelessness(settings, prepared, answer) -> None:
     st.subheader("Statelessness: every turn sends everything again", anchor=False)
     st.markdown(
         "The API remembers nothing between calls. To continue a conversation the client sends the whole "
@@ -112,9 +112,9 @@ def _show_statelessness(settings, journey) -> None:
             "assistant": st.column_config.TextColumn("Assistant reply (typed by you)", width="large"),
         },
     )
-    turns = pairs + [(settings.prompt, journey.generation.text)] + _follow_ups(edited)
+    turns = pairs + [(settings.prompt, answer.generation.text)] + _follow_ups(edited)
     system = settings.system_prompt.strip() or None
-    sized = resend_sizes(turns, system=system, model=journey.request.model)
+    sized = resend_sizes(turns, system=system, model=prepared.request.model)
     counts = [_prompt_tokens(json.dumps(turn.messages, ensure_ascii=False)) for turn in sized]
     totals, news = [total for total, _ in counts], [new for _, new in counts]
     st.plotly_chart(
@@ -231,19 +231,21 @@ def _show_exchange(exchange) -> None:
 
 
 with stage_page("request") as settings:
-    journey = cached_journey(settings)
     request = journey_request(settings.journey_input())
     body_bytes = len(request.wire_body())
-    usage = journey.response["usage"]
-    lesson(
-        f"Your settings became a JSON body of **{body_bytes:,} bytes** holding **{len(request.messages)} "
-        f"message(s)** and {len(request.to_payload()) - 2} parameters. The server turned those messages into "
-        f"**{usage['prompt_tokens']:,} prompt tokens** (chat template included) and answered with "
-        f"**{usage['completion_tokens']:,} tokens**, stopping with finish_reason "
-        f"**{journey.response['choices'][0]['finish_reason']}**. That body is all the model gets: the API keeps "
-        "no memory of earlier calls, so a conversation is sent again in full on every turn."
-    )
+    intro = st.container()  # the lesson quotes the answer, which is generated after the request is shown
     _show_request_views(request)
-    _show_response(journey)
-    _show_statelessness(settings, journey)
+    prepared, answer = answered_prompt(settings)
+    usage = answer.response["usage"]
+    with intro:
+        lesson(
+            f"Your settings became a JSON body of **{body_bytes:,} bytes** holding **{len(request.messages)} "
+            f"message(s)** and {len(request.to_payload()) - 2} parameters. The server turned those messages into "
+            f"**{usage['prompt_tokens']:,} prompt tokens** (chat template included) and answered with "
+            f"**{usage['completion_tokens']:,} tokens**, stopping with finish_reason "
+            f"**{answer.response['choices'][0]['finish_reason']}**. That body is all the model gets: the API keeps "
+            "no memory of earlier calls, so a conversation is sent again in full on every turn."
+        )
+    _show_response(answer)
+    _show_statelessness(settings, prepared, answer)
     _remote_form(request)

@@ -13,7 +13,7 @@ import streamlit as st
 from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.stream import StreamEvent, assemble, frame_kind, stream_completion, stream_metrics
-from ui.cache import cached_journey
+from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.text import ms
 
@@ -56,15 +56,15 @@ def _stamped(events: list[StreamEvent]) -> str:
     return "\n".join(f"[{e.at * 1000:9.1f} ms] {e.sse.strip()}" for e in events[:TABLE_EVENTS])
 
 
-def _lesson(journey) -> None:
-    m, events = journey.stream_metrics, journey.stream
+def _lesson(prepared, answer) -> None:
+    m, events = answer.stream_metrics, answer.stream
     contents = sum(event_kind(e) == "content" for e in events)
     lesson(
         f"With `stream: true` the answer did not arrive as one JSON body but as **{len(events)} server-sent "
         f"events**, each a `data:` line sent the moment it existed: a role chunk at once, then **{contents} content "
-        f"deltas**, a finish chunk{', a usage chunk' if journey.input.include_usage else ''} and `data: [DONE]`. "
+        f"deltas**, a finish chunk{', a usage chunk' if prepared.input.include_usage else ''} and `data: [DONE]`. "
         f"The first text reached the client after **{ms(m.ttft)}** (time to first token: mostly the prefill of "
-        f"{len(journey.rendered.ids)} prompt tokens), then a new piece every **{ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
+        f"{len(prepared.rendered.ids)} prompt tokens), then a new piece every **{ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
         f"on average (**{m.tokens_per_second:,.1f} tokens/s**). A non-streaming client would have waited "
         f"**{ms(m.total_seconds)}** for anything at all."
     )
@@ -79,10 +79,10 @@ def _metrics(metrics) -> None:
     columns[3].metric("Whole stream", ms(metrics.total_seconds))
 
 
-def _usage(journey) -> None:
+def _usage(prepared, answer) -> None:
     st.subheader("The usage chunk", anchor=False)
-    usage = [e.data for e in journey.stream if event_kind(e) == "usage"]
-    if journey.input.include_usage:
+    usage = [e.data for e in answer.stream if event_kind(e) == "usage"]
+    if prepared.input.include_usage:
         st.markdown(
             '`stream_options: {"include_usage": true}` is on (sidebar: *Stream usage chunk*): the last chunk before '
             "`[DONE]` has empty `choices` and the token counts, and every earlier chunk says `\"usage\": null`."
@@ -98,7 +98,7 @@ def _usage(journey) -> None:
         )
 
 
-def _run_live(journey, settings, loaded) -> dict:
+def _run_live(prepared, settings, loaded) -> dict:
     """Stream a fresh generation into the page frame by frame; return what the session keeps of it."""
     area = st.empty()
     with area.container():
@@ -112,7 +112,7 @@ def _run_live(journey, settings, loaded) -> dict:
     started = time.perf_counter()
     events = []
     stream = stream_completion(
-        loaded, journey.rendered.ids, settings.sampling(), settings.max_tokens, loaded.name, new_completion_id(),
+        loaded, prepared.rendered.ids, settings.sampling(), settings.max_tokens, loaded.name, new_completion_id(),
         settings.include_usage, started=started,
     )
     for event in stream:
@@ -154,10 +154,10 @@ def _show_live(live: dict, model_name: str) -> None:
 
 
 with stage_page("streaming") as settings:
-    journey = cached_journey(settings)
+    prepared, answer = answered_prompt(settings)
     loaded = loaded_model()
-    _lesson(journey)
-    _metrics(journey.stream_metrics)
+    _lesson(prepared, answer)
+    _metrics(answer.stream_metrics)
 
     st.subheader("Watch it stream", anchor=False)
     st.markdown(
@@ -167,18 +167,18 @@ with stage_page("streaming") as settings:
     )
     live = st.session_state.get(LIVE)
     if st.button("Stream it live", icon=":material/play_arrow:", type="primary"):
-        st.session_state[LIVE] = _run_live(journey, settings, loaded)
+        st.session_state[LIVE] = _run_live(prepared, settings, loaded)
     elif live is not None and live["settings"] == settings:
         st.caption("Your last live run:")
         _show_live(live, loaded.name)
 
     st.subheader("The recorded stream of this run", anchor=False)
-    events = journey.stream
+    events = answer.stream
     st.plotly_chart(event_timeline([e.at for e in events], [event_kind(e) for e in events]), key="timeline", theme=None)
     st.dataframe(_frames_table(events), hide_index=True)
     if len(events) > TABLE_EVENTS:
         st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")
-    st.plotly_chart(inter_token_latency(journey.stream_metrics.inter_token), key="gaps", theme=None)
+    st.plotly_chart(inter_token_latency(answer.stream_metrics.inter_token), key="gaps", theme=None)
     st.caption("Each gap is one decode step of the model (one token through all layers, with the KV cache) plus "
                "the time to turn it into a frame. A gap can hold two tokens when a character spans both.")
 
@@ -186,4 +186,4 @@ with stage_page("streaming") as settings:
     st.markdown("The raw response body, exactly as the client reads it: one `data:` line per event, a blank line "
                 "after each.")
     st.code(_wire(events), language=None, wrap_lines=True, height=480)
-    _usage(journey)
+    _usage(prepared, answer)

@@ -6,6 +6,7 @@ import streamlit as st
 from charts.tokenization import ENCODING_LABELS, language_token_chart, token_chips_html, tokenizer_count_chart
 from lifecycle.context import render_messages
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, Tokenization, tokenize, tokenize_ids
+from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 
 MAX_CHIPS = 120  # per tokenizer, side by side; thousands of chips slow the browser and bury the page
@@ -28,12 +29,12 @@ TRANSLATIONS = {
 DEFAULT_PRICES = {MODEL_ENCODING: 0.10, "o200k_base": 2.50, "cl100k_base": 30.00}
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@per_prompt_cache
 def tokenized(text: str, encoding: str) -> Tokenization:
     return tokenize(text, encoding)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@per_prompt_cache
 def rendered_tokens(ids: tuple[int, ...]) -> Tokenization:
     return tokenize_ids(ids)
 

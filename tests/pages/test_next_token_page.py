@@ -28,9 +28,27 @@ def test_candidates_entropy_and_greedy_match_the_model(run_page, expected):
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
     assert metrics["Entropy"] == f"{expected.entropy_bits:.2f} bits"
     assert metrics["Greedy decoding picks"] == repr(top[0].text)
-    assert metrics["This run's first generated token"] == repr(top[0].text)  # temperature 0 -> greedy
-    assert any("matches the argmax" in c.value for c in app.caption)
     assert f"**{top[0].probability:.1%}**" in app.markdown[1].value
+
+
+def test_the_page_never_waits_for_the_generation_and_shows_its_first_token_once_it_ran(run_page):
+    from lifecycle.model import shared_model
+    from lifecycle.results import shared_results
+    from ui.settings import JourneySettings
+
+    settings = JourneySettings(prompt=PROMPT + " Twice?", temperature=0, max_tokens=2)
+    results = shared_results(shared_model())
+    app = run_page("next-token", prompt=settings.prompt, temperature=0, max_tokens=2)
+    assert not app.exception and not app.error
+    assert results.peek_answer(settings.journey_input()) is None  # the page started no generation
+    assert "This run's first generated token" not in {m.proto.label for m in app.get("metric")}
+    assert any("has not run yet" in c.value for c in app.caption)
+    results.answer(settings.journey_input()).result(120)  # e.g. another page (or the warm command) ran it
+    app.run()
+    metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
+    greedy = metrics["Greedy decoding picks"]
+    assert metrics["This run's first generated token"] == greedy  # temperature 0 -> greedy
+    assert any("matches the argmax" in c.value for c in app.caption)
 
 
 def test_rank_curve_spans_the_vocabulary_and_logprob_toggle(run_page, expected):

@@ -1,0 +1,147 @@
+"""The journey's stage results for every prompt asked in this process, each stage cached apart.
+
+Pages, the warm endpoint and anything else in the server process share one ``JourneyResults``
+(``shared_results()``), so a prompt the teacher warmed, or that another session opened, is ready:
+
+- ``prepared(inp)``: request, tokens, template, budget (no model run), keyed by the whole input;
+- ``inspection(inp)``: the inspection pass, keyed by the rendered prompt's ids alone, so changing
+  the temperature does not run it again;
+- ``answer(inp)``: the generation, started in the background and returned at once as a ``Pending``
+  whose ``progress`` lists the tokens generated so far; keyed by the ids and the generation
+  settings;
+- ``branch(...)``: a generation with some steps forced (the Generation page's alternatives).
+
+All of them live in the process's one ``ResultCache`` bounded in bytes (``LIFECYCLE_CACHE_MB``),
+with the pages' own per-prompt results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from lifecycle.engine import EngineFull, origin
+
+from lifecycle.generate import Generation, generate
+from lifecycle.journey import (
+    Answer,
+    Inspection,
+    Journey,
+    JourneyInput,
+    PreparedPrompt,
+    answer,
+    check_runnable,
+    inspect_prompt,
+    prepare,
+)
+from lifecycle.model import LoadedModel
+from lifecycle.result_cache import Pending, ResultCache, shared_cache
+from lifecycle.sampling import SamplingSettings
+
+
+@dataclass(frozen=True)
+class QueueNotice:
+    """Published in a generation's progress while the engine's queue is full and it waits to get in."""
+
+    waiting: int  # requests already waiting in the engine's queue
+    retry_after: int  # seconds until the next try
+
+
+def engine_tag(key: Hashable) -> str:
+    """The short name a prompt's engine requests carry (on Live calls), never the prompt itself."""
+    return "prompt-" + hashlib.sha1(repr(key).encode()).hexdigest()[:6]
+
+
+def when_admitted(work: Callable[[], object], report: Callable[[object], None],
+                  sleep: Callable[[float], None] = time.sleep) -> object:
+    """``work()``, tried again after the engine's retry-after whenever its queue is full.
+
+    Pages wait in this outer line (``QueueNotice`` in their progress says how many are ahead)
+    instead of failing; the API answers 503 instead (lifecycle.serving).
+    """
+    while True:
+        try:
+            return work()
+        except EngineFull as full:
+            report(QueueNotice(full.waiting, full.retry_after))
+            sleep(full.retry_after)
+
+
+class JourneyResults:
+    """Stage results of one model's journeys, shared by every session of the process."""
+
+    def __init__(self, loaded: LoadedModel, cache: ResultCache | None = None) -> None:
+        self.loaded = loaded
+        self.cache = cache if cache is not None else shared_cache()
+
+    def prepared(self, inp: JourneyInput) -> PreparedPrompt:
+        """Request, tokenization, template and budget for ``inp`` (LifecycleError for bad input)."""
+        return self.cache.get(("prepare", self.loaded.name, inp), lambda _report: prepare(inp, self.loaded.name))
+
+    def start_inspection(self, inp: JourneyInput) -> Pending:
+        """The inspection pass for ``inp``, started in the background unless already there."""
+        prepared = self.prepared(inp)
+        check_runnable(prepared, self.loaded)
+        key = ("inspect", self.loaded.name, tuple(prepared.rendered.ids))
+        return self.cache.start(key, lambda _report: inspect_prompt(prepared, self.loaded))
+
+    def inspection(self, inp: JourneyInput) -> Inspection:
+        return self.start_inspection(inp).result()
+
+    def answer_key(self, inp: JourneyInput) -> Hashable:
+        ids = tuple(self.prepared(inp).rendered.ids)
+        return ("answer", self.loaded.name, ids, inp.sampling, inp.max_tokens, inp.stop, inp.include_usage)
+
+    def answer(self, inp: JourneyInput, label: str = "page") -> Pending:
+        """The generation for ``inp``: started in the background unless already there, returned at once.
+
+        ``pending.progress`` holds each GenerationStep as it arrives (and a QueueNotice while the
+        engine is full); ``pending.result()`` the Answer. ``label`` names the engine request on
+        Live calls ("page", "warm"); its tag is ``engine_tag(answer_key)``.
+        """
+        prepared = self.prepared(inp)
+        check_runnable(prepared, self.loaded)
+        key = self.answer_key(inp)
+
+        def compute(report):
+            with origin(label, engine_tag(key)):
+                return when_admitted(lambda: answer(prepared, self.loaded, on_step=report), report)
+
+        return self.cache.start(key, compute)
+
+    def peek_answer(self, inp: JourneyInput) -> Pending | None:
+        """The generation for ``inp`` if anyone started it, without starting it."""
+        return self.cache.peek(self.answer_key(inp))
+
+    def journey(self, inp: JourneyInput, label: str = "page") -> Journey:
+        """Every stage for ``inp``; the inspection pass and the generation run side by side."""
+        prepared = self.prepared(inp)
+        inspection, generation = self.start_inspection(inp), self.answer(inp, label)
+        return Journey.of(prepared, inspection.result(), generation.result())
+
+    def warm(self, inp: JourneyInput) -> Journey:
+        """Compute (or find) every stage for ``inp``, so the pages open it at once."""
+        return self.journey(inp, label="warm")
+
+    def branch(self, prompt_ids: tuple[int, ...], sampling: SamplingSettings, max_tokens: int,
+               stop: tuple[str, ...], forced: tuple[tuple[int, int], ...]) -> Generation:
+        """A generation with the steps in ``forced`` (index, token id) fixed: one branch of the loop."""
+        key = ("branch", self.loaded.name, prompt_ids, sampling, max_tokens, stop, forced)
+        return self.cache.get(key, lambda report: when_admitted(
+            lambda: generate(self.loaded, prompt_ids, sampling, max_tokens, stop, forced=dict(forced)), report))
+
+
+_shared: dict[str, JourneyResults] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_results(loaded: LoadedModel) -> JourneyResults:
+    """The process-wide results of ``loaded``'s journeys (pages and the warm endpoint share them)."""
+    with _shared_lock:
+        results = _shared.get(loaded.name)
+        if results is None or results.loaded is not loaded:
+            results = _shared[loaded.name] = JourneyResults(loaded)
+        return results

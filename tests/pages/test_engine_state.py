@@ -1,0 +1,33 @@
+"""The engine-state section of Live calls: the batch as it runs, this session's own request marked."""
+
+import time
+
+from lifecycle.journey import JourneyInput
+from lifecycle.results import shared_results
+from lifecycle.sampling import SamplingSettings
+from tests.pages.harness import plotly_figure
+
+PROMPT = "Count slowly from one to forty, one number per line."
+
+
+def _metrics(app) -> dict[str, str]:
+    return {metric.label: metric.value for metric in app.metric}
+
+
+def test_live_calls_shows_the_running_batch_with_the_sessions_own_generation(run_page, loaded):
+    settings = dict(prompt=PROMPT, temperature=0.7, max_tokens=200, seed=42)
+    inp = JourneyInput(PROMPT, sampling=SamplingSettings(temperature=0.7, seed=42), max_tokens=200)
+    pending = shared_results(loaded).answer(inp)  # as if this session had opened the Generation page
+    deadline = time.monotonic() + 60
+    while not pending.progress and time.monotonic() < deadline:
+        time.sleep(0.05)
+    app = run_page("live-calls", **settings)
+    assert not app.exception
+    assert "The engine: every model call, batched" in [s.value for s in app.subheader]
+    metrics = _metrics(app)
+    assert int(metrics["In the batch now"]) >= 1
+    running = next(df.value for df in app.dataframe if "phase" in df.value.columns)
+    assert "page (yours)" in list(running["from"])
+    assert max(plotly_figure(app, "engine_timeline").data[0].y) >= 1
+    assert any("steps** carrying" in m.value for m in app.markdown)
+    pending.result(300)

@@ -1,0 +1,80 @@
+"""The journey's stage results, cached apart on the real model: each page waits only for its own stage."""
+
+import threading
+
+import numpy as np
+
+from lifecycle.journey import JourneyInput, run_journey
+from lifecycle.result_cache import ResultCache
+from lifecycle.results import JourneyResults
+from lifecycle.sampling import SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0.0)
+MB = 2**20
+
+
+def _results(loaded) -> JourneyResults:
+    return JourneyResults(loaded, ResultCache(budget=256 * MB))
+
+
+def test_preparing_runs_no_model_and_the_inspection_runs_no_generation(loaded):
+    results = _results(loaded)
+    inp = JourneyInput("Name a colour.", sampling=GREEDY, max_tokens=4)
+    prepared = results.prepared(inp)
+    assert prepared.rendered.ids and results.cache.computations["inspect"] == 0
+    inspection = results.inspection(inp)
+    assert inspection.forward.ids == prepared.rendered.ids
+    assert results.cache.computations["answer"] == 0 and results.peek_answer(inp) is None
+
+
+def test_the_same_prompt_from_thirty_sessions_runs_the_inspection_once(loaded):
+    results = _results(loaded)
+    inp = JourneyInput("Thirty people ask the same thing.", sampling=GREEDY, max_tokens=4)
+    seen = [None] * 30
+    threads = [threading.Thread(target=lambda i=i: seen.__setitem__(i, results.inspection(inp))) for i in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert results.cache.computations["inspect"] == 1
+    assert all(s is seen[0] for s in seen)
+
+
+def test_other_sampling_settings_reuse_the_inspection_pass(loaded):
+    results = _results(loaded)
+    cold = JourneyInput("Pick a number.", sampling=GREEDY, max_tokens=3)
+    warm = JourneyInput("Pick a number.", sampling=SamplingSettings(temperature=1.2, seed=3), max_tokens=3)
+    assert results.inspection(cold) is results.inspection(warm)
+    assert results.cache.computations["inspect"] == 1 and results.cache.computations["prepare"] == 2
+
+
+def test_the_generation_reports_every_token_as_it_arrives_and_matches_the_whole_journey(loaded):
+    results = _results(loaded)
+    inp = JourneyInput("Name one primary colour.", sampling=GREEDY, max_tokens=8)
+    pending = results.answer(inp)
+    answer = pending.result(120)
+    assert [s.token_id for s in pending.progress] == answer.generation.token_ids
+    assert results.answer(inp) is pending and results.cache.computations["answer"] == 1
+    whole = run_journey(inp, loaded)
+    assert answer.generation.token_ids == whole.generation.token_ids
+    journey = results.journey(inp)
+    assert journey.generation is answer.generation
+    assert journey.generation.steps[0].token_id == int(np.argmax(journey.next_token.probs))
+    stages = [t.stage for t in journey.timings]
+    assert stages[:4] == ["request", "tokenization", "chat template", "inspection pass"] and "prefill" in stages
+
+
+def test_a_full_engine_queue_makes_a_page_wait_its_turn_and_say_so():
+    from lifecycle.engine import EngineFull
+    from lifecycle.results import QueueNotice, when_admitted
+
+    attempts, notices, slept = [], [], []
+
+    def work():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise EngineFull(waiting=32, retry_after=4)
+        return "answered"
+
+    assert when_admitted(work, notices.append, sleep=slept.append) == "answered"
+    assert notices == [QueueNotice(32, 4), QueueNotice(32, 4)] and slept == [4, 4]

@@ -1,0 +1,76 @@
+"""The engine-state section: the batch as it runs, refreshed live, for Live calls (and any page that shows the queue).
+
+It reads ``lifecycle.engine.Engine.state()`` every ``REFRESH_SECONDS`` in a fragment, so only this
+section reruns: which requests are in this step's batch, the batch size of each recent step,
+who waits for a place, and the whole server's tokens per second. Other people's requests show
+only where they came from (a page, the API, the warm command), never their prompt or call id.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from charts.engine import batch_timeline, running_rows, waiting_rows
+from lifecycle.engine import EngineState, shared_engine
+from lifecycle.engine.scheduler import RATE_WINDOW_SECONDS
+from lifecycle.errors import LifecycleError
+from lifecycle.model import is_loaded, shared_model
+from lifecycle.results import engine_tag, shared_results
+from ui.settings import JourneySettings
+
+REFRESH_SECONDS = 1.0
+
+
+def engine_section(settings: JourneySettings | None = None) -> None:
+    """Subheader, live panel and a short explanation; ``settings`` marks this session's own request."""
+    st.subheader("The engine: every model call, batched", anchor=False)
+    if not is_loaded():
+        st.caption("The model is still loading; the engine starts with it.")
+        return
+    mine = _my_tag(settings) if settings is not None else None
+    st.fragment(_panel, run_every=REFRESH_SECONDS)(mine)
+
+
+def _my_tag(settings: JourneySettings) -> str | None:
+    try:
+        return engine_tag(shared_results(shared_model()).answer_key(settings.journey_input()))
+    except LifecycleError:  # an unusable prompt simply has no request to point at
+        return None
+
+
+def _panel(mine: str | None) -> None:
+    state = shared_engine(shared_model()).state()
+    now = time.time()
+    recent = [s for s in state.steps if s.time >= now - RATE_WINDOW_SECONDS]
+    mean_batch = sum(s.batch_size for s in recent) / len(recent) if recent else 0.0
+    columns = st.columns(4)
+    columns[0].metric("In the batch now", len(state.running), help=f"At most {state.max_batch} at once.")
+    columns[1].metric("Waiting for a place", len(state.waiting), help=f"At most {state.queue_capacity} wait; "
+                      "then the API answers 503 and pages wait outside, showing their place.")
+    columns[2].metric("Tokens/s, whole server", f"{state.tokens_per_second:,.1f}",
+                      help=f"Every request's generated tokens over the last {RATE_WINDOW_SECONDS:.0f} s.")
+    columns[3].metric("Mean batch size", f"{mean_batch:.1f}", help=f"Over the {len(recent)} steps of the last "
+                      f"{RATE_WINDOW_SECONDS:.0f} s.")
+    st.markdown(_lesson(state, recent, mean_batch))
+    st.plotly_chart(batch_timeline(state.steps, now), key="engine_timeline", theme=None)
+    st.caption("One bar per model step: orange steps also read new prompts (prefill), blue ones only decode. "
+               "Hover a bar for its tokens and time.")
+    if state.running:
+        st.dataframe(running_rows(state.running, mine), hide_index=True)
+    if state.waiting:
+        st.dataframe(waiting_rows(state.waiting, mine), hide_index=True)
+
+
+def _lesson(state: EngineState, recent: list, mean_batch: float) -> str:
+    if not recent:
+        return ("The engine is idle: no model step in the last "
+                f"{RATE_WINDOW_SECONDS:.0f} s. Open a page with a new prompt, or call the API, and watch the batch.")
+    generated = sum(s.generated_tokens for s in recent)
+    return (
+        f"In the last {RATE_WINDOW_SECONDS:.0f} s the engine ran **{len(recent)} steps** carrying **{mean_batch:.1f} "
+        f"requests** on average and generated **{generated} tokens** ({state.tokens_per_second:,.1f} per second for "
+        "the whole server). Each step reads the model's weights once for every request in the batch, so many "
+        "people are served for little more than the price of one; requests join and leave between steps."
+    )

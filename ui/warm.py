@@ -1,0 +1,108 @@
+"""``POST /lifecycle/warm``: fill the pages' caches with a list of prompts (see lifecycle.warm).
+
+It sits next to the API routes and takes the same API keys. Each prompt becomes exactly the
+input a page builds from the sidebar (``JourneySettings.journey_input``), and every stage runs
+through the process-wide ``lifecycle.results`` the pages read, so a warmed prompt opens at once.
+Prompts run ``WARM_CONCURRENCY`` at a time: the engine batches them, and the class (or anyone
+already on a page) still gets its turn between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from lifecycle.server.endpoints import ApiServer
+from lifecycle.errors import LifecycleError
+from lifecycle.server.errors import error_envelope
+from lifecycle.server.keys import bearer_token, check_api_key
+from lifecycle.model import shared_model
+from lifecycle.results import JourneyResults, shared_results
+from lifecycle.serving import model_status, start_model_loading
+from lifecycle.warm import WARM_PATH, parse_prompts, parse_settings
+from ui.settings import JourneySettings
+
+WARM_CONCURRENCY = 8
+MAX_BODY_BYTES = 4 * 1024 * 1024
+_workers = ThreadPoolExecutor(max_workers=WARM_CONCURRENCY, thread_name_prefix="warm")
+
+
+def warm_routes(server: ApiServer) -> list[BaseRoute]:
+    """The warm route, authenticated with ``server``'s API keys."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await _warm(request, server)
+        except LifecycleError as error:
+            status = 401 if error.code == "invalid_api_key" else 503 if error.code == "model_not_ready" else 400
+            headers = {"retry-after": "2"} if status == 503 else {}
+            return JSONResponse(error_envelope(error.message, param=error.param, code=error.code), status,
+                                headers=headers)
+
+    return [Route(WARM_PATH, endpoint, methods=["POST"])]
+
+
+async def _warm(request: Request, server: ApiServer) -> Response:
+    decision = check_api_key(bearer_token(request.headers.get("authorization")), server.config.keys)
+    if not decision.allowed:
+        raise LifecycleError(decision.message, code="invalid_api_key")
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise LifecycleError(f"The body is larger than {MAX_BODY_BYTES:,} bytes.", code="request_too_large")
+    try:
+        payload = json.loads(body)
+    except ValueError as error:
+        raise LifecycleError("The body is not valid JSON.", code="invalid_json") from error
+    if not isinstance(payload, dict):
+        raise LifecycleError("The body must be a JSON object with 'prompts'.", code="invalid_json")
+    prompts = parse_prompts(payload.get("prompts"))
+    settings = parse_settings(payload.get("settings"))
+    names = {f.name for f in fields(JourneySettings)}
+    inputs = [JourneySettings(prompt=p, **{k: v for k, v in settings.items() if k in names}).journey_input()
+              for p in prompts]
+    status = model_status()
+    if status.state != "ready":
+        start_model_loading()
+        raise LifecycleError(f"The model is {status.state}; retry shortly.", code="model_not_ready")
+    results = shared_results(shared_model())
+    return StreamingResponse(_report(results, inputs), media_type="application/x-ndjson")
+
+
+async def _report(results: JourneyResults, inputs: list) -> object:
+    """One JSON line per prompt as soon as it is ready (in finishing order), then a summary line."""
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    tasks = [loop.run_in_executor(_workers, _warm_one, results, index, inp) for index, inp in enumerate(inputs)]
+    ready = failed = 0
+    for next_done in asyncio.as_completed(tasks):
+        line = await next_done
+        ready += line["status"] == "ready"
+        failed += line["status"] == "error"
+        yield json.dumps(line) + "\n"
+    yield json.dumps({"done": True, "ready": ready, "failed": failed,
+                      "seconds": round(time.perf_counter() - started, 3)}) + "\n"
+
+
+def _warm_one(results: JourneyResults, index: int, inp) -> dict:
+    started = time.perf_counter()
+    try:
+        pending = results.peek_answer(inp)
+        cached = pending is not None and pending.done() and pending.exception() is None
+        journey = results.warm(inp)
+    except LifecycleError as error:
+        return {"index": index, "status": "error", "error": error.message}
+    return {
+        "index": index,
+        "status": "ready",
+        "already_cached": cached,
+        "seconds": round(time.perf_counter() - started, 3),
+        "prompt_tokens": len(journey.rendered.ids),
+        "completion_tokens": journey.generation.completion_tokens,
+    }
