@@ -89,7 +89,7 @@ def _engine_wait(journey) -> str:
     if waited < 0.001:
         return ("The engine started on this prompt at once: no other request was ahead of it. With a whole "
                 "class at the same moment, prompts wait for a place in the engine's batch (see Live calls).")
-    return (f"This prompt **waited {_ms(waited)} for the engine** before the model started on it: the one engine "
+    return (f"This prompt **waited {ms(waited)} for the engine** before the model started on it: the one engine "
             "runs every model call in this server, batched, and was busy with other requests (see Live calls).")
 
 
