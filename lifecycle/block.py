@@ -341,3 +341,40 @@ def open_block(loaded, ids: Sequence[int], layer: int, position: int) -> Forward
     """``trace_forward`` on the shared model, run where the model runs (never beside another call)."""
     with loaded.lock:
         return trace_forward(loaded.model, ids, layer, position)
+
+
+@dataclass(frozen=True)
+class FlowStep:
+    """One step of the block: its name, the tensor shape it hands on for the whole prompt, and the length
+    of that tensor's row at the chosen token (None where the step's output is not one vector per token)."""
+
+    name: str
+    shape: tuple[int, ...]
+    norm: float | None
+
+
+def block_flow(trace: BlockTrace) -> list[FlowStep]:
+    """The block as a sequence of steps, shapes from the config, lengths from this run's tensors."""
+    s = trace.shapes
+    n, d = s.positions, s.hidden
+
+    def length(vector: np.ndarray) -> float:
+        return float(np.linalg.norm(vector))
+
+    return [
+        FlowStep("Block input x (residual stream)", (n, d), length(trace.residual)),
+        FlowStep("RMSNorm", (n, d), length(trace.normed)),
+        FlowStep("Q projection, split into query heads", (s.heads, n, s.head_dim), length(trace.query)),
+        FlowStep("K and V projections, key/value heads", (s.kv_heads, n, s.head_dim), None),
+        FlowStep("RoPE rotates Q and K by position", (s.heads, n, s.head_dim), length(trace.query_rotated)),
+        FlowStep(f"Scores Q·Kᵀ/√{s.head_dim} + causal mask", (s.heads, n, n), None),
+        FlowStep("Softmax: each row sums to 1", (s.heads, n, n), None),
+        FlowStep("Weighted sum of V, heads side by side", (n, s.heads * s.head_dim), length(trace.head_outputs)),
+        FlowStep("Output projection", (n, d), length(trace.attention_out)),
+        FlowStep("+ residual: x + attention", (n, d), length(trace.after_attention)),
+        FlowStep("RMSNorm", (n, d), length(trace.normed_mlp)),
+        FlowStep("Gate and up projections", (n, s.intermediate), length(trace.gate)),
+        FlowStep("SiLU(gate) x up", (n, s.intermediate), length(trace.product)),
+        FlowStep("Down projection", (n, d), length(trace.mlp_out)),
+        FlowStep("+ residual: block output", (n, d), length(trace.output)),
+    ]

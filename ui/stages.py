@@ -63,6 +63,12 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             "Each token id becomes a vector of numbers the model computes with.",
         ),
         StagePage(
+            "Forward pass",
+            "forward-pass",
+            ":material/layers:",
+            "One transformer block opened up at one token, and the residual stream through every layer.",
+        ),
+        StagePage(
             "Attention",
             "attention",
             ":material/hub:",
