@@ -95,6 +95,12 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             "The loop: append the chosen token, run again, until a stop token or max_tokens.",
         ),
         StagePage(
+            "KV cache",
+            "kv-cache",
+            ":material/memory:",
+            "Keys and values kept from earlier tokens: its size, prefill vs decode time, and prefix caching.",
+        ),
+        StagePage(
             "Streaming",
             "streaming",
             ":material/stream:",
