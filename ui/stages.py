@@ -113,6 +113,20 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             "Token ids become bytes, then text; the final response reports usage and why it stopped.",
         ),
     ),
+    "In class": (
+        StagePage(
+            "Guess the next token",
+            "guess",
+            ":material/quiz:",
+            "A game: guess the model's next token before its distribution is revealed, a few rounds, a score.",
+        ),
+        StagePage(
+            "Take it home",
+            "handout",
+            ":material/download:",
+            "This prompt's whole journey as one offline HTML file: every stage's numbers and charts.",
+        ),
+    ),
     "Your own calls": (
         StagePage(
             "Live calls",
