@@ -13,8 +13,8 @@ Only the attention scores are not a module output (they are computed inside the 
 function): they are rebuilt from the hooked queries and keys with the model's own RoPE function
 and scale, and the model's softmax weights are kept beside them so a test can check the two agree.
 
-Every function here takes the Hugging Face model itself, so it can run wherever the model runs
-(``open_block`` routes it through the one place that runs the model).
+``trace_forward`` takes the Hugging Face model itself; ``open_block`` runs it as a job of the engine,
+the one place that runs the model.
 """
 
 from __future__ import annotations
@@ -338,9 +338,10 @@ def lens_guesses(stack: StackTrace, token_text) -> list[tuple[int, list[TokenCan
 
 
 def open_block(loaded, ids: Sequence[int], layer: int, position: int) -> ForwardTrace:
-    """``trace_forward`` on the shared model, run where the model runs (never beside another call)."""
-    with loaded.lock:
-        return trace_forward(loaded.model, ids, layer, position)
+    """``trace_forward`` on the shared model, as an exclusive engine job (no other call sees the hooks)."""
+    from lifecycle.engine import shared_engine
+
+    return shared_engine(loaded).run(lambda model: trace_forward(model, ids, layer, position))
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ and attends over the cached ones. Its size is
 
 and grouped-query attention makes it ``query_heads / kv_heads`` times smaller than full multi-head
 attention would. ``measure_cache`` sums the real cache tensors of a prefill; ``measure_latency``
-times prefill against prompt length and the per-token decode steps that follow it.
-
-The functions that run the model take the Hugging Face model itself (call them through the engine).
+times prefill against prompt length and the per-token decode steps that follow it, on the engine's
+own forward pass. The ``*_report`` functions run them as engine jobs.
 """
 
 from __future__ import annotations
@@ -97,30 +96,44 @@ class LatencyPoint:
         return sum(self.decode_seconds) / len(self.decode_seconds)
 
 
-def measure_latency(model, ids: Sequence[int], lengths: Sequence[int], decode_steps: int = 4) -> list[LatencyPoint]:
-    """For each length n: prefill the first n of ``ids`` (repeated when shorter) with a fresh cache, then
-    decode ``decode_steps`` greedy tokens one at a time against that cache. Every call is timed alone."""
-    import torch
+def timed_prefill(stack, ids: Sequence[int], chunk: int, room: int = 0):
+    """Prefill ``ids`` into a fresh cache the way the engine serves it (``chunk`` tokens per step), timed.
 
-    ids = _checked(model, ids)
+    ``stack`` is the engine's LlamaStack; returns (seconds, the cache, the last position's logits).
+    """
+    from lifecycle.engine.llama import Segment
+
+    ids = list(ids)
+    cache = stack.new_cache(len(ids) + room)
+    started = time.perf_counter()
+    for start in range(0, len(ids), chunk):
+        piece = ids[start:start + chunk]
+        logits = stack.forward([Segment(piece, start, cache, start + len(piece) == len(ids))])
+    return time.perf_counter() - started, cache, logits[0]
+
+
+def measure_latency(stack, chunk: int, ids: Sequence[int], lengths: Sequence[int],
+                    decode_steps: int = 4) -> list[LatencyPoint]:
+    """For each length n: prefill the first n of ``ids`` (repeated when shorter) into an empty cache, then
+    decode ``decode_steps`` greedy tokens one at a time against it, each call timed alone. ``stack`` and
+    ``chunk`` are the engine's, so these are the times the engine itself takes."""
+    from lifecycle.engine.llama import Segment
+
+    ids = [int(i) for i in ids]
     if decode_steps < 1:
         raise LifecycleError("decode_steps must be >= 1", param="decode_steps")
     points = []
-    with torch.inference_mode():
-        for length in sorted({int(n) for n in lengths}):
-            if not 1 <= length <= int(model.config.max_position_embeddings) - decode_steps:
-                raise LifecycleError(f"prompt length {length} does not fit the window", param="lengths")
-            prompt = (ids * (length // len(ids) + 1))[:length]
+    for length in sorted({int(n) for n in lengths}):
+        if not 1 <= length <= stack.max_positions - decode_steps:
+            raise LifecycleError(f"prompt length {length} does not fit the window", param="lengths")
+        prompt = (ids * (length // len(ids) + 1))[:length]
+        prefill, cache, logits = timed_prefill(stack, prompt, chunk, decode_steps)
+        steps = []
+        for position in range(length, length + decode_steps):
             started = time.perf_counter()
-            out = model(torch.tensor([prompt]), use_cache=True, logits_to_keep=1)
-            prefill = time.perf_counter() - started
-            steps = []
-            for _ in range(decode_steps):
-                token = out.logits[0, -1].argmax().view(1, 1)
-                started = time.perf_counter()
-                out = model(token, cache=out.cache, use_cache=True)
-                steps.append(time.perf_counter() - started)
-            points.append(LatencyPoint(length, prefill, tuple(steps)))
+            logits = stack.forward([Segment([int(logits.argmax())], position, cache, True)])[0]
+            steps.append(time.perf_counter() - started)
+        points.append(LatencyPoint(length, prefill, tuple(steps)))
     return points
 
 
@@ -133,15 +146,16 @@ def _checked(model, ids: Sequence[int]) -> list[int]:
 
 
 def cache_report(loaded, ids: Sequence[int]) -> CacheMeasurement:
-    """``measure_cache`` on the shared model."""
-    return _on_model(loaded, lambda model: measure_cache(model, ids))
+    """``measure_cache`` on the shared model, as an engine job."""
+    from lifecycle.engine import shared_engine
+
+    return shared_engine(loaded).run(lambda model: measure_cache(model, ids))
 
 
 def latency_report(loaded, ids: Sequence[int], lengths: Sequence[int], decode_steps: int = 4) -> list[LatencyPoint]:
-    """``measure_latency`` on the shared model."""
-    return _on_model(loaded, lambda model: measure_latency(model, ids, lengths, decode_steps))
+    """``measure_latency`` with the engine's own stack, as an engine job (nothing else runs meanwhile)."""
+    from lifecycle.engine import shared_engine
 
-
-def _on_model(loaded, job):
-    with loaded.lock:
-        return job(loaded.model)
+    engine = shared_engine(loaded)
+    _checked(loaded.model, ids)
+    return engine.run(lambda _model: measure_latency(engine.stack, engine.prefill_chunk, ids, lengths, decode_steps))

@@ -5,20 +5,21 @@ The chat-completions API keeps no conversation: every turn's request carries the
 prefix cache keeps the KV cache of recent prompts, so the part of a new prompt that repeats an
 earlier one is not recomputed; OpenAI reports that part as ``usage.prompt_tokens_details.cached_tokens``.
 
-``replay_turns`` plays such a conversation on the real model through ``generate_steps`` (which
-reports the cached tokens), and times the same prompt's prefill from scratch beside it, so each
-turn shows the prefill time the cache saved, measured.
+``replay_turns`` plays such a conversation on the real model through ``generate_steps`` (the engine,
+which reports the cached tokens), and times the same prompt's prefill from scratch on the engine's
+own forward pass beside it, so each turn shows the prefill time the cache saved, measured.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
+from lifecycle.engine import shared_engine
 from lifecycle.generate import Generation, generate_steps
+from lifecycle.kv_cache import timed_prefill
 from lifecycle.sampling import SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0)
@@ -58,16 +59,6 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return count
 
 
-def cold_prefill_seconds(model, ids: Sequence[int]) -> float:
-    """Wall time of one prefill of ``ids`` with a fresh, empty KV cache (``model`` is the HF model)."""
-    import torch
-
-    with torch.inference_mode():
-        started = time.perf_counter()
-        model(torch.tensor([list(ids)]), use_cache=True, logits_to_keep=1)
-        return time.perf_counter() - started
-
-
 def replay_turns(loaded, messages: Sequence[str], max_tokens: int = 24, system: str | None = None) -> list[TurnUsage]:
     """Send ``messages`` as consecutive user turns, each request re-sending the whole history.
 
@@ -75,6 +66,7 @@ def replay_turns(loaded, messages: Sequence[str], max_tokens: int = 24, system: 
     """
     if not messages or not all(isinstance(m, str) and m.strip() for m in messages):
         raise LifecycleError("messages must be a non-empty list of non-empty strings", param="messages")
+    engine = shared_engine(loaded)
     history: list[dict] = []
     previous: list[int] = []
     turns = []
@@ -83,7 +75,7 @@ def replay_turns(loaded, messages: Sequence[str], max_tokens: int = 24, system: 
         timings: dict = {}
         steps = list(generate_steps(loaded, ids, GREEDY, max_tokens, timings=timings))
         answer = Generation.collect(ids, steps, timings.get("prefill_seconds", 0.0))
-        cold = _on_model(loaded, lambda model, ids=ids: cold_prefill_seconds(model, ids))
+        cold = engine.run(lambda _model, ids=ids: timed_prefill(engine.stack, ids, engine.prefill_chunk)[0])
         turns.append(TurnUsage(
             turn=turn,
             message=message,
@@ -98,7 +90,3 @@ def replay_turns(loaded, messages: Sequence[str], max_tokens: int = 24, system: 
         history += [{"role": "user", "content": message}, {"role": "assistant", "content": answer.text}]
     return turns
 
-
-def _on_model(loaded, job):
-    with loaded.lock:
-        return job(loaded.model)
