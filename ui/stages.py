@@ -63,6 +63,12 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             "Each token id becomes a vector of numbers the model computes with.",
         ),
         StagePage(
+            "Forward pass",
+            "forward-pass",
+            ":material/layers:",
+            "One transformer block opened up at one token, and the residual stream through every layer.",
+        ),
+        StagePage(
             "Attention",
             "attention",
             ":material/hub:",
@@ -89,6 +95,12 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             "The loop: append the chosen token, run again, until a stop token or max_tokens.",
         ),
         StagePage(
+            "KV cache",
+            "kv-cache",
+            ":material/memory:",
+            "Keys and values kept from earlier tokens: its size, prefill vs decode time, and prefix caching.",
+        ),
+        StagePage(
             "Streaming",
             "streaming",
             ":material/stream:",
@@ -99,6 +111,20 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             "detokenization",
             ":material/text_fields:",
             "Token ids become bytes, then text; the final response reports usage and why it stopped.",
+        ),
+    ),
+    "In class": (
+        StagePage(
+            "Guess the next token",
+            "guess",
+            ":material/quiz:",
+            "A game: guess the model's next token before its distribution is revealed, a few rounds, a score.",
+        ),
+        StagePage(
+            "Take it home",
+            "handout",
+            ":material/download:",
+            "This prompt's whole journey as one offline HTML file: every stage's numbers and charts.",
         ),
     ),
     "Your own calls": (

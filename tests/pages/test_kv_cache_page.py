@@ -1,0 +1,24 @@
+"""KV cache page: sizes from the config agree with the real cache, and the measurements are drawn."""
+
+from lifecycle.context import Conversation, render_prompt
+from lifecycle.kv_cache import KVCacheShape
+from tests.pages.harness import plotly_figure
+
+PROMPT = "Why is the sea salty?"
+
+
+def test_sizes_latency_and_turns(run_page, loaded):
+    app = run_page("kv-cache", prompt=PROMPT, temperature=0, max_tokens=3)
+    assert not app.exception and not app.error
+    ids = render_prompt(Conversation(new_message=PROMPT)).ids
+    shape = KVCacheShape.of(loaded.model)
+    expected = f"{shape.bytes_for(len(ids)) / 2**20:,.2f} MiB"
+    metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
+    assert metrics["Cache for this prompt"] == metrics["Measured: the real cache tensors"] == expected
+    assert f"{len(ids)} positions" in app.markdown[1].value
+    latency = plotly_figure(app, "kv_latency")
+    assert len(ids) in list(latency.data[0].x) and max(latency.data[0].x) >= 512
+    turns = app.dataframe[0].value
+    sent = turns["prompt tokens sent"].tolist()
+    assert sent[0] == len(ids) and sent == sorted(sent) and len(sent) == 3
+    assert (turns["same as the previous request"][1:] >= turns["prompt tokens sent"][:-1].values).all()

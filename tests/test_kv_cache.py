@@ -1,0 +1,63 @@
+"""The KV cache on the real model: its size formula equals the real cache tensors, and the two latencies."""
+
+import pytest
+
+from lifecycle.context import Conversation, render_prompt
+from lifecycle.errors import LifecycleError
+from lifecycle.engine import shared_engine
+from lifecycle.kv_cache import KVCacheShape, cache_report, latency_report, measure_cache, timed_prefill
+from lifecycle.multiturn import common_prefix, replay_turns
+
+
+@pytest.fixture(scope="module")
+def ids(loaded) -> list[int]:
+    return render_prompt(Conversation(new_message="Why is the sea salty?")).ids
+
+
+def test_cache_bytes_equal_the_sum_of_the_real_cache_tensors(loaded, ids):
+    shape = KVCacheShape.of(loaded.model)
+    engine = shared_engine(loaded)
+    seconds, served, _ = engine.run(lambda _m: timed_prefill(engine.stack, ids, engine.prefill_chunk))
+    assert served.length == len(ids) and seconds > 0
+    assert served.keys.nbytes + served.values.nbytes == shape.bytes_for(len(ids))  # the engine's own cache
+    measured = cache_report(loaded, ids)  # the Hugging Face model's cache, tensor by tensor
+    assert measured.positions == len(ids)
+    assert measured.total_bytes == shape.bytes_for(len(ids))
+    assert measured.tensors == 2 * loaded.num_layers
+    assert measured.key_shape == (1, loaded.model.config.num_key_value_heads, len(ids), shape.head_dim)
+
+
+def test_each_token_adds_the_same_bytes_and_gqa_saves_the_head_ratio(loaded, ids):
+    shape = KVCacheShape.of(loaded.model)
+    grown = measure_cache(loaded.model, ids + ids[-3:]).total_bytes - measure_cache(loaded.model, ids).total_bytes
+    assert grown == 3 * shape.bytes_per_token
+    config = loaded.model.config
+    assert shape.multi_head_bytes_per_token * config.num_key_value_heads == (
+        shape.bytes_per_token * config.num_attention_heads)
+    assert shape.bytes_per_number == 4  # the fp32 copy of the model
+
+
+def test_latency_points_cover_each_length_with_its_decode_steps(loaded, ids):
+    """(No timing assertions here: speed lives in `make bench`.)"""
+    points = latency_report(loaded, ids, [8, len(ids), 3 * len(ids)], decode_steps=3)
+    assert [p.prompt_tokens for p in points] == [8, len(ids), 3 * len(ids)]
+    assert all(len(p.decode_seconds) == 3 and p.prefill_seconds > 0 for p in points)
+    with pytest.raises(LifecycleError):
+        latency_report(loaded, ids, [loaded.context_window], decode_steps=1)
+
+
+def test_each_turn_resends_the_whole_history(loaded):
+    turns = replay_turns(loaded, ["Name a colour, test 7.", "Another one?", "And a third?"], max_tokens=6)
+    assert [t.turn for t in turns] == [1, 2, 3]
+    assert turns[0].repeated_tokens == 0 and turns[0].cached_tokens < turns[0].prompt_tokens
+    for before, after in zip(turns, turns[1:]):
+        assert after.prompt_tokens > before.prompt_tokens + 4  # the answer and the new question were added
+        assert after.repeated_tokens >= before.prompt_tokens  # the whole previous prompt is sent again
+        # the prefix cache serves at least the previous prompt, never more than what repeats
+        assert before.prompt_tokens <= after.cached_tokens <= after.repeated_tokens
+    assert all(t.cold_prefill_seconds > 0 and t.answer for t in turns)
+
+
+def test_common_prefix():
+    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix([], [1]) == 0

@@ -1,0 +1,44 @@
+"""Take it home: download this prompt's whole journey as one offline HTML file."""
+
+import streamlit as st
+
+from charts.handout import handout_document
+from lifecycle.forward import token_text
+from lifecycle.journey import Journey
+from lifecycle.kv_cache import KVCacheShape
+from lifecycle.model import LoadedModel
+from ui.cache import cached_journey, per_prompt_cache
+from ui.frame import lesson, loaded_model, stage_page
+from ui.settings import JourneySettings
+
+
+@per_prompt_cache
+def handout(settings: JourneySettings, _journey: Journey, _loaded: LoadedModel) -> tuple[str, list]:
+    """The handout's HTML and its sections (for the preview), for these settings."""
+    return handout_document(_journey, lambda i: token_text(_loaded, i), KVCacheShape.of(_loaded.model),
+                            _loaded.context_window)
+
+
+with stage_page("handout") as settings:
+    journey = cached_journey(settings)
+    loaded = loaded_model()
+    with st.spinner("Writing the handout…"):
+        html, sections = handout(settings, journey, loaded)
+    charts = sum(len(s.figures) for s in sections)
+    lesson(
+        f"One file with this prompt's whole journey: **{len(sections)} stages**, each with its key numbers from this "
+        f"run, and **{charts} interactive charts** (zoom, hover). Plotly's JavaScript is inside the file "
+        f"({len(html) / 2**20:,.1f} MiB in all), so it opens in any browser with no network and nothing to install: "
+        "hand it out at the end of a workshop, or keep it next to your notes."
+    )
+    st.download_button("Download the handout (HTML)", html, file_name="llm-request-journey.html", mime="text/html",
+                       type="primary", icon=":material/download:", key="handout_download")
+    st.subheader("What is inside", anchor=False)
+    st.dataframe(
+        {
+            "stage": [s.title for s in sections],
+            "key numbers": ["; ".join(f"{k}: {v}" for k, v in s.facts) for s in sections],
+            "charts": [len(s.figures) for s in sections],
+        },
+        hide_index=True,
+    )

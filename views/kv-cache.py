@@ -1,0 +1,124 @@
+"""KV cache page: the cache's shape and bytes, prefill vs decode time, and the prefix cache across chat turns."""
+
+import streamlit as st
+
+from charts.kv_cache import MIB, cache_growth, latency_chart, turns_chart
+from lifecycle.kv_cache import CacheMeasurement, KVCacheShape, LatencyPoint, cache_report, latency_report
+from lifecycle.model import LoadedModel
+from lifecycle.multiturn import TurnUsage, replay_turns
+from ui.cache import cached_journey, per_prompt_cache
+from ui.frame import lesson, loaded_model, show_text, stage_page
+
+SWEEP = (16, 64, 256, 512)
+DECODE_STEPS = 4
+FOLLOW_UPS = ("Can you say that more simply?", "Give me one example.")
+TURN_TOKENS = 24
+
+
+@per_prompt_cache
+def measured_cache(ids: tuple[int, ...], _loaded: LoadedModel) -> CacheMeasurement:
+    return cache_report(_loaded, ids)
+
+
+@per_prompt_cache
+def measured_latency(ids: tuple[int, ...], _loaded: LoadedModel) -> list[LatencyPoint]:
+    return latency_report(_loaded, ids, sorted({*SWEEP, len(ids)}), DECODE_STEPS)
+
+
+@per_prompt_cache
+def replayed(messages: tuple[str, ...], system: str, _loaded: LoadedModel) -> list[TurnUsage]:
+    return replay_turns(_loaded, messages, TURN_TOKENS, system or None)
+
+
+def kib(count: int) -> str:
+    return f"{count / 1024:,.1f} KiB" if count < MIB else f"{count / MIB:,.2f} MiB"
+
+
+with stage_page("kv-cache") as settings:
+    journey = cached_journey(settings)
+    loaded = loaded_model()
+    ids = journey.forward.ids
+    shape = KVCacheShape.of(loaded.model)
+    measured = measured_cache(tuple(ids), loaded)
+    generated = journey.generation.completion_tokens
+    after = len(ids) + max(0, generated - 1)  # the last token is returned, never fed back
+    ratio = shape.query_heads // shape.kv_heads
+    lesson(
+        f"During prefill every one of the {shape.layers} layers computes a key and a value vector "
+        f"({shape.head_dim} numbers) per key/value head for each of the prompt's **{len(ids)} tokens**, and keeps them: "
+        f"{shape.layers} layers x {shape.kv_heads} KV heads x {shape.head_dim} x 2 (K and V) x {len(ids)} positions x "
+        f"{shape.bytes_per_number} bytes = **{kib(shape.bytes_for(len(ids)))}**. Each generated token then computes "
+        f"K and V for itself only and reads the rest from this cache, adding **{kib(shape.bytes_per_token)}** per "
+        f"token; after this run's {generated} generated tokens it holds {after:,} positions ({kib(shape.bytes_for(after))}). "
+        f"The {shape.query_heads} query heads share {shape.kv_heads} key/value heads (grouped-query attention), "
+        f"so the cache is {ratio}x smaller than with one K/V per head ({kib(shape.multi_head_bytes_per_token)} per token)."
+    )
+    size_col, real_col, window_col = st.columns(3)
+    size_col.metric("Cache for this prompt", kib(shape.bytes_for(len(ids))),
+                    help="layers x KV heads x head_dim x 2 x positions x bytes per number")
+    real_col.metric("Measured: the real cache tensors", kib(measured.total_bytes),
+                    help=f"Sum of the sizes of the {measured.tensors} key and value tensors after a real prefill; "
+                         f"each key tensor has shape {measured.key_shape} (batch, KV heads, positions, head_dim).")
+    window_col.metric(f"At the full {loaded.context_window:,}-token window", kib(shape.bytes_for(loaded.context_window)),
+                      help="Per request: a server keeps one such cache for every request it is decoding.")
+    if measured.total_bytes != shape.bytes_for(len(ids)):
+        st.error("The real cache differs from the formula: the model stores its cache differently.")
+    st.plotly_chart(cache_growth(shape.bytes_per_token, shape.multi_head_bytes_per_token, loaded.context_window,
+                                 [("this prompt", len(ids)), ("after the answer", after)]),
+                    key="kv_growth", theme=None)
+
+    st.subheader("Why the first token waits and the next ones do not", anchor=False)
+    with st.spinner("Timing prefill and decode at several prompt lengths…", show_time=True):
+        points = measured_latency(tuple(ids), loaded)
+    mine = next(p for p in points if p.prompt_tokens == len(ids))
+    short, long = points[0], points[-1]
+    st.markdown(
+        f"Prefill runs all prompt tokens through the model at once, so its time grows with the prompt: "
+        f"{short.prefill_seconds * 1000:,.0f} ms for {short.prompt_tokens} tokens, "
+        f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {len(ids)} tokens: "
+        f"{mine.prefill_seconds * 1000:,.0f} ms). That is the time to first token. A decode step runs one token "
+        f"against the cache, so it barely changes: {short.decode_mean * 1000:,.0f} ms per token after "
+        f"{short.prompt_tokens} tokens, {long.decode_mean * 1000:,.0f} ms after {long.prompt_tokens:,}. That is the "
+        "inter-token latency."
+    )
+    st.plotly_chart(latency_chart([p.prompt_tokens for p in points], [p.prefill_seconds * 1000 for p in points],
+                                  [p.decode_mean * 1000 for p in points], len(ids)), key="kv_latency", theme=None)
+    st.caption(f"Measured now on this machine: each prompt (this one's tokens repeated to length) prefilled with "
+               f"an empty cache, then {DECODE_STEPS} greedy decode steps averaged. Other work on the machine adds noise.")
+
+    st.subheader("Prefix caching: the API forgets, the server remembers", anchor=False)
+    messages = (settings.prompt, *FOLLOW_UPS)
+    with st.spinner(f"Playing a {len(messages)}-turn conversation on the model…", show_time=True):
+        turns = replayed(messages, settings.system_prompt, loaded)
+    last = turns[-1]
+    st.markdown(
+        f"The API is stateless: turn {last.turn} of this conversation sends all **{last.prompt_tokens} tokens** of "
+        f"its history again, of which {last.repeated_tokens} repeat the previous request word for word. A server "
+        f"with a prefix cache keeps recent prompts' KV caches and reads a repeated beginning from there instead of "
+        f"recomputing it; the response reports those tokens as `usage.prompt_tokens_details.cached_tokens`. Here "
+        f"the server reported **{last.cached_tokens}** cached tokens on turn {last.turn}; its prefill took "
+        f"{last.prefill_seconds * 1000:,.0f} ms against {last.cold_prefill_seconds * 1000:,.0f} ms from scratch."
+    )
+    st.plotly_chart(turns_chart([t.turn for t in turns], [t.cached_tokens for t in turns],
+                                [t.prompt_tokens - t.cached_tokens for t in turns],
+                                [t.prefill_seconds * 1000 for t in turns], [t.cold_prefill_seconds * 1000 for t in turns]),
+                    key="kv_turns", theme=None)
+    st.dataframe(
+        {
+            "turn": [t.turn for t in turns],
+            "prompt tokens sent": [t.prompt_tokens for t in turns],
+            "same as the previous request": [t.repeated_tokens for t in turns],
+            "cached_tokens (reported)": [t.cached_tokens for t in turns],
+            "prefill as served (ms)": [round(t.prefill_seconds * 1000, 1) for t in turns],
+            "prefill from scratch (ms)": [round(t.cold_prefill_seconds * 1000, 1) for t in turns],
+            "saved (ms)": [round(t.saved_seconds * 1000, 1) for t in turns],
+        },
+        hide_index=True,
+    )
+    with st.expander("The conversation (greedy answers, at most "
+                     f"{TURN_TOKENS} tokens each)"):
+        for turn in turns:
+            st.caption(f"Turn {turn.turn}: user")
+            show_text(turn.message)
+            st.caption(f"Turn {turn.turn}: assistant")
+            show_text(turn.answer)
