@@ -45,8 +45,10 @@ TEMPLATE = go.layout.Template(
 )
 # Sequential scale for heatmaps (attention, embeddings): perceptually uniform and colour-blind safe.
 SEQUENTIAL = "Cividis"
-# Diverging scale for signed values (embedding components, cosine similarity).
-DIVERGING = "RdBu"
+# Diverging scale for signed values (embedding components, cosine similarity): blue for the lowest
+# values, red for the highest (Plotly's "RdBu" runs the other way round, hence "_r").
+DIVERGING = "RdBu_r"
+DIVERGING_MEANING = "Blue is negative, red positive, white zero."
 
 
 def axis_title(name: str, unit: str | None = None) -> str:

@@ -3,6 +3,7 @@
 import numpy as np
 import streamlit as st
 
+from charts.theme import DIVERGING_MEANING
 from charts.embeddings import embedding_strip, pca_map, quoted, similarity_matrix, token_labels
 from lifecycle.errors import LifecycleError
 from lifecycle.forward import cosine_similarity_matrix, embed_words, pca_2d, token_text
@@ -84,7 +85,7 @@ with stage_page("embeddings") as settings:
         embedding_strip(vectors[:rows], token_labels(texts[:rows]), shown_dims),
         key="embedding_strip", theme=None
     )
-    st.caption("Blue is negative, red positive, white zero. Single dimensions carry no readable meaning; "
+    st.caption(f"{DIVERGING_MEANING} Single dimensions carry no readable meaning; "
                "meaning lives in directions spread over many of them.")
 
     st.subheader("Which words sit close together?", anchor=False)

@@ -1,6 +1,8 @@
 """Embeddings page: the prompt's real input vectors, and the word set's PCA and cosine similarities."""
 
 
+import re
+
 import numpy as np
 import pytest
 
@@ -45,3 +47,18 @@ def test_word_similarities_are_the_cosines_of_the_input_vectors(run_page, loaded
     assert list(plotly_figure(app, "embedding_similarity").data[0].x) == ["king", "queen"]
     app.text_input(key="embedding_words").set_value("lonely").run()
     assert not app.exception and "at least two words" in app.error[0].value
+
+
+def test_colour_caption_matches_the_colour_bar(run_page):
+    """The caption names a colour for negative and positive values: the strip's colour scale must agree."""
+    from plotly.colors import sample_colorscale, unlabel_rgb
+
+    app = run_page("embeddings", prompt=PROMPT, temperature=0, max_tokens=2)
+    strip = plotly_figure(app, "embedding_strip").data[0]
+    caption = next(c.value for c in app.caption if "negative" in c.value)
+    scale = [[float(stop), colour] for stop, colour in strip.colorscale]
+    lowest, highest = (unlabel_rgb(sample_colorscale(scale, [at])[0]) for at in (0.0, 1.0))
+    colour_of = {"blue": lambda rgb: rgb[2] > rgb[0], "red": lambda rgb: rgb[0] > rgb[2]}
+    negative = re.search(r"(\w+) is negative", caption).group(1).lower()
+    positive = re.search(r"(\w+) positive", caption).group(1).lower()
+    assert colour_of[negative](lowest) and colour_of[positive](highest)
