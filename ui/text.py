@@ -7,6 +7,8 @@ or is shown with ``st.text``/``st.code``, never as Markdown.
 
 from __future__ import annotations
 
+import re
+
 MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()<>#+-.!|~:$=\"'&@%^")
 
 
@@ -18,6 +20,31 @@ def literal(text: object, limit: int = 500) -> str:
         shown = shown[:limit] + "…"
     shown = shown.replace("\r\n", "\n").replace("\r", "\n").replace("\n", " ↵ ")
     return "".join(f"\\{c}" if c in MARKDOWN_PUNCTUATION else c for c in shown)
+
+
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]\(([^)\n]*)\)")
+_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\n]*)\)")
+_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:.*$", re.MULTILINE)
+_BARE = re.compile(r"<?(?:[a-zA-Z][a-zA-Z0-9+.-]{1,20}:(?://)?|www\.)[^\s<>]+>?|<?[\w.+-]+@[\w-]+\.[\w.-]+>?")
+
+
+def safe_markdown(text: str) -> str:
+    """Model text rendered as Markdown (emphasis, lists, code, tables) with nothing remote: an image
+    becomes a note naming its address, a link shows its target beside its label and is not clickable,
+    bare addresses and link definitions stay literal text."""
+    def image(match: re.Match) -> str:
+        return f"*(image {literal(match.group(1), 80)} not loaded: {literal(match.group(2), 200)})*"
+
+    def link(match: re.Match) -> str:
+        return f"{literal(match.group(1), 200)} *(link to {literal(match.group(2), 200)})*"
+
+    text = _DEFINITION.sub(lambda m: literal(m.group(0)), text)
+    parts = re.split(r"(`[^`\n]*`)", text)  # inline code is already literal
+    for index in range(0, len(parts), 2):
+        part = _IMAGE.sub(image, parts[index])
+        part = _LINK.sub(link, part)
+        parts[index] = _BARE.sub(lambda m: literal(m.group(0)), part)
+    return "".join(parts)
 
 
 def ms(seconds: float | None) -> str:
