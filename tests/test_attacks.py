@@ -27,6 +27,7 @@ from lifecycle.server.endpoints import ApiServer
 from lifecycle.server.remote import MAX_LINE_BYTES, OutboundPolicy, send_chat_completion
 from tests.browser.app_page import main_text, open_page, present_key
 from tests.browser.conftest import api_key, app_url, browser, page  # noqa: F401 - fixtures for the DOM checks
+from tests.browser.test_api_in_app import _wait_ready
 from tests.pages.harness import run_page
 from tests.test_api import KEY, serve
 
@@ -262,15 +263,17 @@ def test_health_and_refusals_carry_no_load_error_text(strangers_server, monkeypa
 
 
 def _links_and_images(page) -> list[str]:
-    """Every <a href> and <img src> in the page that points at the attacker's host."""
+    """Every <a href> and <img src> in the page whose target is the attacker's host (where it is)."""
     return page.evaluate(
-        "() => [...document.querySelectorAll('a[href], img[src]')].map(e => e.href || e.src)"
-        ".filter(u => u.includes('evil.example'))"
+        "() => [...document.querySelectorAll('a[href], img[src]')]"
+        ".filter(e => new URL(e.href || e.src, location.href).hostname.endsWith('evil.example'))"
+        ".map(e => (e.href || e.src) + ' in ' + e.closest('[data-testid]')?.getAttribute('data-testid'))"
     )
 
 
 @pytest.mark.browser
 def test_markdown_in_paths_headers_prompts_and_model_names_stays_text(app_url, api_key, page):  # noqa: F811
+    assert _wait_ready(app_url)[-1] == 200
     headers = {"Authorization": f"Bearer {api_key}", "User-Agent": HOSTILE}
     path = httpx.get(f"{app_url}/v1/[x]({EVIL}/path)%3Cimg%20src=x%3E", headers=headers)
     assert path.status_code == 404
@@ -292,7 +295,7 @@ def test_markdown_in_paths_headers_prompts_and_model_names_stays_text(app_url, a
         open_page(page, app_url, "live-calls", call=call_id)
         present_key(page, api_key)
         shown = main_text(page)
-        assert f"The journey of {call_id}" in shown
+        assert f"The journey of {call_id}" in shown, shown[:3000]
         assert _links_and_images(page) == [], call_id
     assert "evil.example" in shown and dialogs == []
 

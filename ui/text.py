@@ -12,13 +12,21 @@ import re
 MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()<>#+-.!|~:$=\"'&@%^")
 
 
+_AUTOLINK_START = re.compile(r"(?i)(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)")
+ZERO_WIDTH_SPACE = "\u200b"
+
+
 def literal(text: object, limit: int = 500) -> str:
     """``text`` as Markdown that shows it literally: every punctuation mark backslash-escaped (so no
-    link, image, emphasis, HTML, math or directive), line breaks as ↵, cut at ``limit`` characters."""
+    link, image, emphasis, HTML, math or directive), line breaks as ↵, cut at ``limit`` characters.
+
+    GFM turns addresses into links after escapes are decoded, so a zero-width space also goes after
+    "://"'s colon, between "www" and its dot and before "@": the text reads the same, links nowhere."""
     shown = str(text)
     if len(shown) > limit:
         shown = shown[:limit] + "…"
     shown = shown.replace("\r\n", "\n").replace("\r", "\n").replace("\n", " ↵ ")
+    shown = _AUTOLINK_START.sub(ZERO_WIDTH_SPACE, shown)
     return "".join(f"\\{c}" if c in MARKDOWN_PUNCTUATION else c for c in shown)
 
 

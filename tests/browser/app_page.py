@@ -52,9 +52,9 @@ def full_screenshot(page: Page, path) -> None:
 
 def present_key(page: Page, key: str) -> None:
     """Type an API key into the Live calls page's key box, as a visitor does, and wait for the rerun."""
-    box = page.get_by_test_id("stMainBlockContainer").get_by_label("API key")
+    box = page.get_by_test_id("stMainBlockContainer").get_by_label("API key", exact=True).and_(page.locator("input"))
     box.fill(key)
     box.press("Enter")
-    page.wait_for_timeout(RERUN_GRACE_MS)
+    expect(page.get_by_test_id("stMainBlockContainer")).not_to_contain_text("you have not presented a key")
     wait_idle(page)
 
