@@ -15,6 +15,7 @@ from lifecycle.stream import assemble
 from lifecycle.tokenize import encode_plain
 from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, stage_page
+from ui.text import safe_markdown
 
 SPLIT_EXAMPLE = "I love 🦀 and 🍣"
 EXAMPLE = "detokenization_example"  # session state: the split-character example is open
@@ -104,15 +105,16 @@ def _split_example(loaded) -> None:
 
 def _raw_and_rendered(text: str) -> None:
     st.subheader("Raw text and rendered Markdown", anchor=False)
-    st.markdown("The API returns plain text; Markdown is the client's choice. Rendered here without HTML: any tag "
-                "in the answer shows as text and never runs.")
+    st.markdown("The API returns plain text; Markdown is the client's choice. Rendered here without HTML (any tag "
+                "in the answer shows as text and never runs) and without anything remote: an image is named, not "
+                "loaded, and a link shows its target instead of being clickable.")
     raw, rendered = st.columns(2, border=True)
     with raw:
         st.caption("Raw content, as the client receives it")
         st.code(text, language=None, wrap_lines=True)
     with rendered:
         st.caption("Rendered as Markdown")
-        st.markdown(text)
+        st.markdown(safe_markdown(text))
 
 
 def _response(answer) -> None:

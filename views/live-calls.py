@@ -157,8 +157,8 @@ def _pick_call(log: CallLog, records: list[CallRecord], reader: CallReader) -> C
         if reader.may_read(older):
             by_id[linked] = older
         else:
-            st.warning("The call in this link was made with another key: present that key to open it.",
-                       icon=":material/lock:")
+            st.warning("The call in this link belongs to a key you have not presented: present the key it was "
+                       "made with to open it.", icon=":material/lock:")
     if not by_id:
         return None
     # Options are the bare ids: a bound widget matches the URL's ?call= against the shown labels.

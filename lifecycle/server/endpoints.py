@@ -126,11 +126,14 @@ class ApiServer:
         body = await self._read_body(request, exchange)
         chat = self._parse(request, body, exchange)
         loaded = self._ready_model(exchange)
-        _refuse_unfit_length(chat, loaded)
+        least = _least_prompt_tokens(chat, loaded)
+        if least > loaded.context_window:  # refused without tokenizing a huge prompt, and charged like any call
+            limits = self._rate_limit(exchange, least + (chat.max_tokens or 1))
+            raise _context_length_error(loaded.context_window, f"at least {least}", chat.max_tokens or 1, limits)
         prompt_ids, max_tokens, budget = await self._budget(chat, loaded, exchange)
         limits = self._rate_limit(exchange, len(prompt_ids) + max_tokens)  # an unfit prompt pays too
         if not budget.fits:
-            raise _context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens)
+            raise _context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens, limits)
         call = LiveCall(exchange.id, exchange.key_name, chat.model, chat.stream, len(prompt_ids), max_tokens)
         try:
             model_queue().admit(call)
@@ -262,24 +265,22 @@ class ApiServer:
         return dict(decision.headers)
 
 
-def _context_length_error(window: int, prompt_tokens: int | str, max_tokens: int) -> ApiError:
+def _context_length_error(window: int, prompt_tokens: int | str, max_tokens: int,
+                          headers: dict[str, str]) -> ApiError:
     total = prompt_tokens + max_tokens if isinstance(prompt_tokens, int) else f"more than {window}"
     return ApiError(
         400,
         f"This model's maximum context length is {window} tokens. However, you requested {total} tokens "
         f"({prompt_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of "
         "the messages or completion.",
-        param="messages", code="context_length_exceeded",
+        param="messages", code="context_length_exceeded", headers=headers,
     )
 
 
-def _refuse_unfit_length(chat: ChatRequest, loaded: LoadedModel) -> None:
-    """Refuse a prompt that cannot fit without tokenizing it: no token spans more than the
-    vocabulary's longest token in bytes, so the messages need at least bytes / longest tokens."""
-    longest = token_bytes(loaded).longest
-    needed = -(-_content_bytes(chat.messages) // longest)
-    if needed > loaded.context_window:
-        raise _context_length_error(loaded.context_window, f"at least {needed}", chat.max_tokens or 1)
+def _least_prompt_tokens(chat: ChatRequest, loaded: LoadedModel) -> int:
+    """A lower bound of the prompt's tokens, without tokenizing: no token spans more bytes than the
+    vocabulary's longest, so the messages need at least their bytes / that many tokens."""
+    return -(-_content_bytes(chat.messages) // token_bytes(loaded).longest)
 
 
 def _refuse_unfit_tools(prompt, window: int, max_tokens: int) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -210,10 +211,14 @@ def send_chat_completion(
     literal = f"[{address}]" if address.version == 6 else str(address)
     pinned = parts._replace(netloc=f"{literal}:{parts.port}" if parts.port else literal).geturl()
     started = time.monotonic()
-    per_step = min(10.0, deadline)
-    timeout = httpx.Timeout(per_step, connect=min(5.0, deadline))
+    client = httpx.Client(timeout=httpx.Timeout(deadline, connect=min(5.0, deadline)), follow_redirects=False,
+                          trust_env=False)
+    # One deadline for the whole exchange: a server that answers a byte at a time is cut off by closing the
+    # connection under the blocked read.
+    watchdog = threading.Timer(deadline, client.close)
+    watchdog.start()
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client, client.stream(
+        with client, client.stream(
             "POST", pinned, json=payload, headers=headers, extensions={"sni_hostname": parts.hostname},
         ) as response:
             exchange.status = response.status_code
@@ -225,8 +230,15 @@ def send_chat_completion(
                 _read_events(response, exchange, started, deadline)
             else:
                 _read_body(response, exchange, started, deadline)
-    except httpx.HTTPError as error:
-        exchange.error = f"{type(error).__name__}: {str(error)[:300]}"
+    except (httpx.HTTPError, RuntimeError) as error:  # RuntimeError: the watchdog closed the client mid-read
+        if time.monotonic() - started >= deadline:
+            exchange.stopped = f"The answer took longer than {deadline:g} s; the rest was not read."
+            if exchange.status is None:
+                exchange.error = f"No answer within {deadline:g} s."
+        else:
+            exchange.error = f"{type(error).__name__}: {str(error)[:300]}"
+    finally:
+        watchdog.cancel()
     exchange.seconds = time.monotonic() - started
     return exchange
 

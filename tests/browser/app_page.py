@@ -48,3 +48,13 @@ def full_screenshot(page: Page, path) -> None:
     page.wait_for_timeout(SETTLE_MS)
     page.wait_for_function(CHARTS_DRAWN)
     page.screenshot(path=path, full_page=True)
+
+
+def present_key(page: Page, key: str) -> None:
+    """Type an API key into the Live calls page's key box, as a visitor does, and wait for the rerun."""
+    box = page.get_by_test_id("stMainBlockContainer").get_by_label("API key", exact=True).and_(page.locator("input"))
+    box.fill(key)
+    box.press("Enter")
+    expect(page.get_by_test_id("stMainBlockContainer")).not_to_contain_text("you have not presented a key")
+    wait_idle(page)
+

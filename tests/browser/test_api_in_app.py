@@ -12,7 +12,7 @@ import openai
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.app_page import EXCEPTION, full_screenshot, main_text, open_page
+from tests.browser.app_page import EXCEPTION, full_screenshot, main_text, open_page, present_key
 from tests.browser.conftest import API_KEY_NAME
 
 pytestmark = pytest.mark.browser
@@ -49,6 +49,8 @@ def test_sdk_call_to_the_app_appears_in_live_calls_with_its_journey(app_url, api
     assert text and usage.completion_tokens <= 8 and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
 
     open_page(page, app_url, "live-calls", call=request_id)
+    assert request_id not in main_text(page)  # a visitor without the key sees nothing of the call
+    present_key(page, api_key)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     main = page.get_by_test_id("stMainBlockContainer")
     expect(main.get_by_role("heading", name=f"The journey of {request_id}")).to_be_visible()
@@ -68,9 +70,9 @@ def test_sdk_call_to_the_app_appears_in_live_calls_with_its_journey(app_url, api
     full_screenshot(page, screenshots / "live-calls-journey.png")
 
     # A new call while the page is open shows up by itself ("Watch for new calls" is on by default).
-    logged = int(re.search(r"holds (\d+) recent call", main_text(page)).group(1))
+    logged = int(re.search(r"shows (\d+) of your key", main_text(page)).group(1))
     client.chat.completions.create(model=health["model"], messages=[{"role": "user", "content": "Hi"}], max_tokens=1)
-    expect(main).to_contain_text(f"holds {logged + 1} recent call", timeout=30_000)
+    expect(main).to_contain_text(f"shows {logged + 1} of your key", timeout=30_000)
 
     main.get_by_test_id("stExpander").filter(has_text="How to call it").locator("summary").click()
     curl = main.get_by_test_id("stCode").filter(has_text="curl -N").inner_text()

@@ -188,7 +188,7 @@ def test_another_keys_calls_are_neither_listed_nor_opened(run_page, calls):
     app = open_page(run_page, key=OTHER_KEY, call=calls["plain"]["id"])
     assert not app.exception
     assert not any(calls["plain"]["id"] in frame.value.to_csv() for frame in app.dataframe)
-    assert any("made with another key" in w.value for w in app.warning)
+    assert any("belongs to a key you have not presented" in w.value for w in app.warning)
     assert not any(s.value.startswith("The journey of") for s in app.subheader)
     stranger = open_page(run_page, key=None)
     assert not any(calls["plain"]["id"] in frame.value.to_csv() for frame in stranger.dataframe)
