@@ -104,7 +104,7 @@ def check_schema(schema: object, param: str) -> None:
     _walk(schema, schema, param, depth=0, stack=(), counts=counts)
     problem = validate_grammar(json_grammar(schema))
     if problem:
-        raise LifecycleError(f"Invalid '{param}': {problem.splitlines()[0][:300]}", param, "invalid_schema")
+        raise LifecycleError(f"Invalid '{param}': {one_line(problem)}", param, "invalid_schema")
 
 
 def _walk(node: object, root: dict, param: str, depth: int, stack: tuple[str, ...], counts: dict) -> None:
@@ -195,6 +195,11 @@ def lark_grammar(lark: str) -> str:
     import llguidance
 
     return llguidance.LLMatcher.grammar_from_lark(lark)
+
+
+def one_line(message: str, limit: int = 300) -> str:
+    """llguidance's multi-line error (with a caret drawing) as one short line."""
+    return " ".join(message.replace("^", "").split())[:limit]
 
 
 def validate_grammar(grammar: str) -> str:

@@ -218,6 +218,33 @@ def apply_sampling(
     return SampledDistribution(base_probs, final, removed_by, entropy_bits(final), False, kept, shifts)
 
 
+@dataclass(frozen=True)
+class StageEffect:
+    """What one pipeline stage did to one distribution: moved ``moved`` logits (the largest move
+    being ``largest``) or removed ``removed`` tokens, leaving ``remaining`` in play."""
+
+    stage: str
+    moved: int
+    largest: float
+    removed: int
+    remaining: int
+
+
+def stage_effects(distribution: SampledDistribution) -> list[StageEffect]:
+    """Every stage in pipeline order (grammar mask, the moving stages, the removing ones) and its effect."""
+    removed_by, size = distribution.removed_by, distribution.removed_by.size
+    effects, gone = [], 0
+    order = ("grammar",) + SHIFT_STAGES + tuple(s for s in STAGES if s not in ("grammar", "repetition_penalty"))
+    for stage in order:
+        shift = distribution.shift(stage) if stage in SHIFT_STAGES else None
+        moved = int(shift.ids.size) if shift is not None else 0
+        largest = float(np.max(np.abs(shift.after - shift.before))) if moved else 0.0
+        removed = distribution.removed_count(stage) if stage in STAGES and stage != "repetition_penalty" else 0
+        gone += removed
+        effects.append(StageEffect(stage, moved, largest, removed, size - gone))
+    return effects
+
+
 def choose_token(distribution: SampledDistribution, rng: np.random.Generator) -> int:
     """Draw one token id from the final distribution; the argmax when decoding greedily."""
     if distribution.greedy:

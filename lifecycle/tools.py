@@ -31,6 +31,7 @@ from lifecycle.grammar import (
     check_schema,
     json_grammar,
     lark_grammar,
+    one_line,
     parse_response_format,
     safe_integers,
     validate_grammar,
@@ -215,7 +216,7 @@ def output_grammar(tools: list[Tool] | tuple[Tool, ...], choice: ToolChoice, res
     grammar = lark_grammar(lark)
     problem = validate_grammar(grammar)
     if problem:
-        raise LifecycleError(f"Invalid 'tools': {problem.splitlines()[0][:300]}", "tools", "invalid_schema")
+        raise LifecycleError(f"Invalid 'tools': {one_line(problem)}", "tools", "invalid_schema")
     return grammar
 
 
