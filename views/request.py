@@ -10,7 +10,6 @@ from lifecycle.context import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
 from lifecycle.remote import send_chat_completion
 from lifecycle.request import (
-    DEFAULT_BASE_URL,
     EXTENSIONS,
     render_curl,
     render_http_request,
@@ -20,7 +19,7 @@ from lifecycle.request import (
     resend_sizes,
 )
 from ui.cache import cached_journey
-from ui.frame import lesson, show_text, stage_page
+from ui.frame import lesson, own_api_base, show_text, stage_page
 
 MAX_FOLLOW_UPS = 10
 MAX_FRAMES_SHOWN = 400
@@ -70,13 +69,13 @@ def _show_request_views(request) -> None:
         st.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json")
     with tabs[1]:
         st.caption("What goes over the socket (the key is never shown; the wire uses CRLF line ends).")
-        st.code(render_http_request(request), language="http")
+        st.code(render_http_request(request, own_api_base()), language="http")
     with tabs[2]:
-        st.code(render_curl(request), language="bash")
+        st.code(render_curl(request, own_api_base()), language="bash")
     with tabs[3]:
-        st.code(render_python(request), language="python")
+        st.code(render_python(request, own_api_base()), language="python")
     with tabs[4]:
-        st.code(render_javascript(request), language="javascript")
+        st.code(render_javascript(request, own_api_base()), language="javascript")
 
 
 def _show_response(journey) -> None:
@@ -150,7 +149,8 @@ def _remote_form(request) -> None:
         "only in the `Authorization` header and is never logged, stored or put in the URL."
     )
     with st.form("remote"):
-        base_url = st.text_input("Base URL", DEFAULT_BASE_URL, key="remote_base_url")
+        base_url = st.text_input("Base URL", own_api_base(), key="remote_base_url",
+                                 help="Starts as this app's own API, at the address your browser uses for it.")
         model = st.text_input("Model", request.model, key="remote_model")
         api_key = st.text_input("API key", type="password", key="remote_api_key", autocomplete="off")
         stream = st.checkbox("Stream the answer (server-sent events)", True, key="remote_stream")
