@@ -8,14 +8,11 @@ from lifecycle.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey
 from ui.frame import APP_TITLE, PRESENT, empty_prompt_message, input_error, lesson, loaded_model, presenting, show_prompt
-from ui.settings import DEFAULT_PROMPT, current_settings
+from ui.settings import DEFAULT_PROMPT, WRONG_DRAW, current_settings
 from ui.stages import HOME, PHASES, STAGES
 
 INSPECTION = "Extra: this app only"
-# A wrong answer of the default question, measured on the real model (tests/pages/test_defaults.py
-# re-runs it): at this temperature and seed the draw after "The capital of India is" picks " Kolk".
-WRONG_DRAW = {"temperature": 0.7, "seed": 42, "answer": "The capital of India is Kolkata.",
-              "odds": ((" New", 0.434), (" Mumbai", 0.406), (" Kolk", 0.092))}
+
 DECODE_BARS = 24  # decode steps drawn one by one; the rest are folded into one bar
 MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()<>#+-.!|~:$=\"'")
 
