@@ -181,6 +181,8 @@ def render_settings_sidebar() -> None:
             help="One turn per 'user:' or 'assistant:' line; the API resends all of them every call.",
         )
     with sidebar.expander("Sampling and output", expanded=True):
+        st.caption("These are the journey's settings: changing one runs the model again for every page. "
+                   "The Sampling page's own sliders are a what-if and change nothing here.")
         for key, spec in NUMBERS.items():
             _number_widget(key, spec)
         st.checkbox(
