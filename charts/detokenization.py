@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
+
+MAX_Y_TICKS = 6
 
 
 def bytes_per_token(labels: Sequence[str], token_bytes: Sequence[int], held_bytes: Sequence[int]) -> go.Figure:
@@ -23,7 +26,8 @@ def bytes_per_token(labels: Sequence[str], token_bytes: Sequence[int], held_byte
         xaxis_title=axis_title("Token (step: text)"),
         yaxis_title=axis_title("Size", "bytes"),
         xaxis_type="category",
-        yaxis=dict(dtick=1, rangemode="tozero"),
+        # One tick per byte while that stays readable, else about six whole-number ticks.
+        yaxis=dict(dtick=max(1, math.ceil(max([*token_bytes, *held_bytes, 1]) / MAX_Y_TICKS)), rangemode="tozero"),
         height=380,
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )

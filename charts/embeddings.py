@@ -50,9 +50,43 @@ def embedding_strip(vectors: np.ndarray, labels: Sequence[str], dims: int) -> go
     return figure
 
 
-def pca_map(coords: np.ndarray, labels: Sequence[str], groups: Sequence[str]) -> go.Figure:
-    """Scatter of 2-D PCA coordinates, one trace (colour and marker) per group, each point labelled."""
+# Label placement assumes the smallest plot area the page gives the map (a phone, or half a projector).
+PLOT_PX = (280.0, 400.0)
+LABEL_FONT = 14
+CHAR_PX, LINE_PX, MARKER_PX = 0.6 * LABEL_FONT, 1.3 * LABEL_FONT, 8.0
+PLACES = {"top center": (0.0, 1.0), "bottom center": (0.0, -1.0), "middle right": (1.0, 0.0), "middle left": (-1.0, 0.0)}
+RANGE_PAD = 0.08
+
+
+def place_labels(coords: np.ndarray, labels: Sequence[str]) -> list[tuple[str, str]]:
+    """(shown text, textposition) per point: each label beside its marker where it overlaps no label
+    placed before it (earlier points first); a label with no free place is left to the hover."""
     coords = np.asarray(coords, dtype=np.float64)
+    low, high = coords.min(axis=0), coords.max(axis=0)
+    span = np.where(high > low, high - low, 1.0) * (1 + 2 * RANGE_PAD)
+    pixels = (coords - low + RANGE_PAD * span / (1 + 2 * RANGE_PAD)) / span * PLOT_PX
+    placed: list[tuple[float, float, float, float]] = []
+    result = []
+    for (x, y), label in zip(pixels, labels):
+        width, height = CHAR_PX * len(label), LINE_PX
+        for place, (dx, dy) in PLACES.items():
+            cx = x + dx * (width / 2 + MARKER_PX)
+            cy = y + dy * (height / 2 + MARKER_PX)
+            box = (cx - width / 2, cy - height / 2, cx + width / 2, cy + height / 2)
+            inside = box[0] >= 0 and box[2] <= PLOT_PX[0] and box[1] >= 0 and box[3] <= PLOT_PX[1]
+            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                placed.append(box)
+                result.append((label, place))
+                break
+        else:
+            result.append(("", "top center"))
+    return result
+
+
+def pca_map(coords: np.ndarray, labels: Sequence[str], groups: Sequence[str]) -> go.Figure:
+    """Scatter of 2-D PCA coordinates, one trace (colour and marker) per group; labels placed so none overlap."""
+    coords = np.asarray(coords, dtype=np.float64)
+    placement = place_labels(coords, labels)
     figure = go.Figure()
     symbols = ("circle", "diamond", "square", "triangle-up")
     for index, group in enumerate(dict.fromkeys(groups)):
@@ -63,16 +97,20 @@ def pca_map(coords: np.ndarray, labels: Sequence[str], groups: Sequence[str]) ->
                 y=coords[rows, 1],
                 mode="markers+text",
                 name=group,
-                text=[labels[i] for i in rows],
-                textposition="top center",
+                text=[placement[i][0] for i in rows],
+                textposition=[placement[i][1] for i in rows],
+                textfont=dict(size=LABEL_FONT),
+                customdata=[labels[i] for i in rows],
                 marker=dict(size=13, color=OKABE_ITO[index % len(OKABE_ITO)], symbol=symbols[index % len(symbols)]),
-                hovertemplate="%{text}<br>PC1 %{x:.3f}, PC2 %{y:.3f}<extra></extra>",
+                hovertemplate="%{customdata}<br>PC1 %{x:.3f}, PC2 %{y:.3f}<extra></extra>",
             )
         )
+    low, high = coords.min(axis=0), coords.max(axis=0)
+    pad = (high - low) * RANGE_PAD
     figure.update_layout(
         template=TEMPLATE,
-        xaxis_title=axis_title("Principal component 1", "embedding units"),
-        yaxis_title=axis_title("Principal component 2", "embedding units"),
+        xaxis=dict(title=axis_title("Principal component 1", "embedding units"), range=[low[0] - pad[0], high[0] + pad[0]]),
+        yaxis=dict(title=axis_title("Principal component 2", "embedding units"), range=[low[1] - pad[1], high[1] + pad[1]]),
         height=560,
         legend=dict(orientation="h", y=-0.2),
     )

@@ -12,6 +12,7 @@ from charts.theme import OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.generate import GenerationStep
 
 CHOSEN, OTHER, PICKED = OKABE_ITO[1], OKABE_ITO[0], OKABE_ITO[3]
+INSIDE_LABEL = 0.6  # bars longer than this (probability) show their label inside
 
 
 def alternatives_figure(step: GenerationStep) -> go.Figure:
@@ -23,7 +24,10 @@ def alternatives_figure(step: GenerationStep) -> go.Figure:
             x=[c.probability for c in candidates], y=labels, orientation="h",
             marker_color=[CHOSEN if c.id == step.token_id else OTHER for c in candidates],
             text=[f"{c.probability:.1%}" + (" ← chosen" if c.id == step.token_id else "") for c in candidates],
-            textposition="outside", cliponaxis=False, hovertemplate="%{y}: %{x:.2%}<extra></extra>",
+            # A long bar carries its label inside, so the label never runs past the chart's right edge.
+            textposition=["inside" if c.probability > INSIDE_LABEL else "outside" for c in candidates],
+            insidetextanchor="end", insidetextfont=dict(color="white"), cliponaxis=False,
+            hovertemplate="%{y}: %{x:.2%}<extra></extra>",
         )
     )
     figure.update_layout(

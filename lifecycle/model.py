@@ -70,6 +70,11 @@ class LoadedModel:
     def num_heads(self) -> int:
         return int(self.model.config.num_attention_heads)
 
+    @property
+    def parameter_count(self) -> int:
+        """Distinct weights (tied input and output embeddings counted once)."""
+        return sum(p.numel() for p in self.model.parameters())
+
 
 def model_name() -> str:
     """The configured model: ``LIFECYCLE_MODEL`` or the offline default."""

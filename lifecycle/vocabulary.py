@@ -5,6 +5,9 @@ character in its token strings. Mapping them back gives every token's exact byte
 tokenization (bytes and spans per token) and detokenization (incremental UTF-8) need. A token that
 holds only part of a character is displayed with its stray bytes as ``<0xF0>`` (the convention of
 byte-fallback vocabularies), never as U+FFFD.
+
+``show_token`` is the one way every page and chart writes a token: a space as ␣, a newline as ↵,
+a tab as ⇥, stray bytes as ``<0xF0>``, special tokens as they are named (``<|im_end|>``).
 """
 
 from __future__ import annotations
@@ -96,3 +99,17 @@ def token_display(data: bytes) -> str:
     """A token's text for display: valid UTF-8 as text, each stray byte of a split character as ``<0xF0>``."""
     text = data.decode("utf-8", errors="surrogateescape")
     return "".join(f"<0x{ord(c) - 0xDC00:02X}>" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
+
+
+VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
+EMPTY_TOKEN = "∅"
+
+
+def show_token(text: str | bytes) -> str:
+    """A token as every page shows it: whitespace made visible (␣ ↵ ⇥ ␍), stray bytes as ``<0xF0>``.
+
+    Special tokens keep their names (``<|im_end|>``); a token with no text at all shows as ∅.
+    """
+    if isinstance(text, bytes):
+        text = token_display(text)
+    return text.translate(VISIBLE_WHITESPACE) if text else EMPTY_TOKEN

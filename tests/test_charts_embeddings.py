@@ -46,3 +46,16 @@ def test_similarity_matrix_is_fixed_to_minus_one_to_one():
     np.testing.assert_allclose(np.asarray(heat.z), similarity)
     assert (heat.zmin, heat.zmax, heat.zmid) == (-1.0, 1.0, 0.0)
     assert [list(row) for row in heat.text] == [["1.00", "0.25"], ["0.25", "1.00"]]
+
+
+def test_pca_labels_never_overlap_and_crowded_ones_move_to_the_hover():
+    from charts.embeddings import place_labels
+
+    rng = np.random.default_rng(0)
+    coords = np.vstack([rng.normal(size=(6, 2)), np.zeros((4, 2)) + 0.001 * rng.normal(size=(4, 2))])
+    labels = ["automobile", "vehicle", "truck", "car", "banana", "apple", "What", " capital", " of", " India"]
+    placed = place_labels(coords, labels)
+    assert [text for text, _ in placed if text] and "" in [text for text, _ in placed]  # the tight cluster lost some
+    figure = pca_map(coords, labels, ["w"] * 10)
+    assert list(figure.data[0].customdata) == labels  # every label still in the hover
+    assert sum(1 for text, _ in placed if text) >= 6

@@ -2,26 +2,44 @@
 
 ``run_app`` is what app.py runs for each session. A stage page's script is::
 
-    from ui.frame import stage_page
+    from ui.frame import lesson, stage_page
 
     with stage_page("tokenization") as settings:
+        lesson("This run's numbers in a sentence or two. Anything after that is detail.")
         ...  # compute with lifecycle, draw with charts; a LifecycleError becomes a message
+
+Presenter mode (the sidebar switch, or ``?present=1`` in a link) is the frame's too, so every
+page gets it: sidebar collapsed, larger type, a stage-progress bar, the lesson cut to its first
+sentences with the rest in an expander, and the keyboard moving between stages (ui/presenter/).
 """
 
 from __future__ import annotations
 
+import base64
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import streamlit as st
 
 from lifecycle.errors import LifecycleError
+from lifecycle.request import DEFAULT_BASE_URL
 from lifecycle.model import LoadedModel, ModelLoadError, is_loaded, model_name, shared_model
 from ui.settings import JourneySettings, current_settings, render_settings_sidebar, url_problems
-from ui.stages import HOME, PHASES, StagePage, neighbours, phase_of, stage
+from ui.stages import HOME, PHASES, STAGES, StagePage, neighbours, phase_of, stage
 
 APP_TITLE = "LLM Request Lifecycle"
 PROMPT_PREVIEW_CHARS = 400
+EMPTY_PROMPT = "The prompt is empty: type one in the sidebar (Prompt) to follow it through the stages."
+PRESENT = "present"  # the presenter-mode switch's key and URL parameter
+PRESENTER = Path(__file__).resolve().parent / "presenter"
+# Streamlit's HTML sanitizer dropped this script sent as plain text; as base64 it arrives intact.
+_KEYS_SCRIPT = f"<script>eval(atob('{base64.b64encode((PRESENTER / 'keys.js').read_bytes()).decode()}'))</script>"
+LESSON_SHORT_CHARS = 240  # presenter mode shows a second sentence only while the two stay this short
+# A sentence ends at . ! or ? (after any closing bold, code or bracket) followed by a capital or a quote.
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?:\*\*|`|\)|\")*\s+(?=[A-Z*`\"'(])")
 
 
 def _page(page: StagePage, default: bool = False) -> st.Page:
@@ -32,14 +50,51 @@ def _page(page: StagePage, default: bool = False) -> st.Page:
 
 def run_app() -> None:
     """One session's script run: page config, URL checks, settings sidebar, then the chosen page."""
-    st.set_page_config(page_title=APP_TITLE, page_icon=":material/route:", layout="wide")
+    present = _present_from_url()
+    st.set_page_config(page_title=APP_TITLE, page_icon=":material/route:", layout="wide",
+                       initial_sidebar_state="collapsed" if present else "auto")
     sections = {"": [_page(HOME, default=True)]}
     sections.update({name: [_page(p) for p in pages] for name, pages in PHASES.items()})
     current = st.navigation(sections, expanded=True)
     for problem in url_problems(st.query_params.to_dict()):
         st.warning(problem, icon=":material/link_off:")
+    if st.sidebar.toggle("Presenter mode", key=PRESENT, on_change=_present_to_url,
+                         help="For a projector: larger type, sidebar closed, the lesson cut short. "
+                              "→ / ← or PageDown / PageUp move between stages. Links carry it as ?present=1."):
+        st.query_params[PRESENT] = "1"  # page switches drop parameters no widget is bound to
+        st.html(PRESENTER / "presenter.css")
+        st.html(_KEYS_SCRIPT, unsafe_allow_javascript=True)
     render_settings_sidebar()
     current.run()
+
+
+def _present_from_url() -> bool:
+    """``?present=1`` (or true/yes/on) in a link turns presenter mode on, ``?present=0`` off; else it stays."""
+    raw = st.query_params.get(PRESENT)
+    if raw is not None:
+        st.session_state[PRESENT] = raw.strip().lower() in {"1", "true", "yes", "on"}
+    return bool(st.session_state.get(PRESENT, False))
+
+
+def _present_to_url() -> None:
+    if st.session_state[PRESENT]:
+        st.query_params[PRESENT] = "1"
+    else:
+        st.query_params.pop(PRESENT, None)
+
+
+def presenting() -> bool:
+    """Whether this session shows pages in presenter mode."""
+    return bool(st.session_state.get(PRESENT, False))
+
+
+def split_lesson(markdown: str) -> tuple[str, str]:
+    """The lesson's first sentence (two while they stay short) and the rest, for presenter mode."""
+    ends = [match.end() for match in _SENTENCE_END.finditer(markdown)]
+    if not ends:
+        return markdown.strip(), ""
+    cut = ends[1] if len(ends) > 1 and ends[1] <= LESSON_SHORT_CHARS else ends[0]
+    return markdown[:cut].strip(), markdown[cut:].strip()
 
 
 def show_text(text: str, limit: int = PROMPT_PREVIEW_CHARS) -> None:
@@ -50,15 +105,50 @@ def show_text(text: str, limit: int = PROMPT_PREVIEW_CHARS) -> None:
 
 
 def show_prompt(prompt: str) -> None:
-    """The prompt this run follows, in a box under the page title."""
+    """The prompt this run follows, in a box under the page title (one line in presenter mode)."""
     with st.container(border=True):
+        if presenting():
+            show_text(f"Prompt: {prompt}", limit=120)
+            return
         st.caption("This run's prompt")
         show_text(prompt)
 
 
 def lesson(markdown: str) -> None:
-    """The page's one-paragraph lesson. Markdown written by us: put numbers in it, never user text."""
-    st.markdown(markdown)
+    """The page's lesson. Markdown written by us: put numbers in it, never user text.
+
+    Lead with the run's key fact: in presenter mode only the first sentence or two stay on screen
+    and the rest moves into an expander.
+    """
+    if not presenting():
+        st.markdown(markdown)
+        return
+    short, rest = split_lesson(markdown)
+    st.markdown(short)
+    if rest:
+        with st.expander("More of this lesson"):
+            st.markdown(rest)
+
+
+def empty_prompt_message() -> None:
+    """The one message every page shows when the prompt is empty."""
+    st.warning(EMPTY_PROMPT, icon=":material/edit_note:")
+
+
+def input_error(error: LifecycleError | ModelLoadError) -> None:
+    """Bad input or a missing model as one message; a prompt too long for the model links where it still works."""
+    st.error(str(error), icon=":material/error:")
+    if getattr(error, "param", None) == "prompt":
+        st.caption("These pages work on a prompt of any length:")
+        for url_path in ("tokenization", "context-window"):
+            page = stage(url_path)
+            st.page_link(page.script, label=page.title, icon=page.icon)
+
+
+def own_api_base() -> str:
+    """This app's own /v1 API at the address the browser used to open the page (any host, any port)."""
+    page = urlsplit(st.context.url or "")
+    return f"{page.scheme}://{page.netloc}/v1" if page.scheme and page.netloc else DEFAULT_BASE_URL
 
 
 def loaded_model() -> LoadedModel:
@@ -79,7 +169,10 @@ def stage_page(url_path: str, needs_prompt: bool = True) -> Iterator[JourneySett
     a one-line message instead of a traceback. Links to the previous and next stage close the page.
     """
     page = stage(url_path)
-    st.caption(phase_of(page))
+    if presenting():
+        _progress(page)
+    else:
+        st.caption(phase_of(page))
     st.title(page.title, anchor=False)
     st.markdown(page.summary)
     try:
@@ -89,14 +182,20 @@ def stage_page(url_path: str, needs_prompt: bool = True) -> Iterator[JourneySett
         st.stop()
     show_prompt(settings.prompt)
     if needs_prompt and not settings.prompt.strip():
-        st.warning("The prompt is empty: type one in the sidebar to follow it through this stage.")
+        empty_prompt_message()
         _stage_links(page)
         st.stop()
     try:
         yield settings
     except (LifecycleError, ModelLoadError) as error:
-        st.error(str(error), icon=":material/error:")
+        input_error(error)
     _stage_links(page)
+
+
+def _progress(page: StagePage) -> None:
+    number = STAGES.index(page) + 1
+    st.progress(number / len(STAGES), text=f"Stage {number} of {len(STAGES)} · {phase_of(page)} · "
+                                             "→ / PageDown: next, ← / PageUp: back")
 
 
 def _stage_links(page: StagePage) -> None:

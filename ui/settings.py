@@ -18,7 +18,14 @@ import streamlit as st
 
 from lifecycle.errors import LifecycleError
 
-DEFAULT_PROMPT = "Explain in one sentence why the sky is blue."
+# The walkthrough's question. At the default temperature 0 (greedy) SmolLM2-135M answers "The capital
+# of India is New Delhi, …" in 24 tokens, finish_reason "stop" (checked in tests/pages/test_defaults.py).
+DEFAULT_PROMPT = "What's the capital of India?"
+# A wrong answer to the default question, measured on the real model (tests/pages/test_defaults.py
+# re-runs it): at this temperature and seed the draw after "The capital of India is" picks " Kolk",
+# the third most likely token (probabilities after temperature).
+WRONG_DRAW = {"temperature": 0.7, "seed": 42, "answer": "The capital of India is Kolkata.",
+              "odds": ((" New", 0.434), (" Mumbai", 0.406), (" Kolk", 0.092))}
 MAX_PROMPT_CHARS = 60_000  # above the 8,192-token window for any text, so overflow stays demonstrable
 
 
@@ -36,8 +43,9 @@ class NumberSpec:
 
 
 NUMBERS: dict[str, NumberSpec] = {
-    "temperature": NumberSpec("Temperature", 0.0, 2.0, 0.7, 0.05, True,
-                              "0 = greedy: always the most likely token."),
+    "temperature": NumberSpec("Temperature", 0.0, 2.0, 0.0, 0.05, True,
+                              "0 = greedy: always the most likely token. Changing it re-runs the model "
+                              "for every page (the Sampling page's own sliders do not)."),
     "top_p": NumberSpec("Top-p", 0.01, 1.0, 1.0, 0.01, True,
                         "Keep the smallest set of tokens whose probabilities add up to p (1 = off)."),
     "top_k": NumberSpec("Top-k", 0, 1000, 0, 1, False, "Keep only the k most likely tokens (0 = off)."),
@@ -59,7 +67,7 @@ class JourneySettings:
     prompt: str = DEFAULT_PROMPT
     system_prompt: str = ""
     history: tuple[tuple[str, str], ...] = ()  # earlier (role, content) turns, oldest first
-    temperature: float = 0.7
+    temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
     min_p: float = 0.0
@@ -173,6 +181,8 @@ def render_settings_sidebar() -> None:
             help="One turn per 'user:' or 'assistant:' line; the API resends all of them every call.",
         )
     with sidebar.expander("Sampling and output", expanded=True):
+        st.caption("These are the journey's settings: changing one runs the model again for every page. "
+                   "The Sampling page's own sliders are a what-if and change nothing here.")
         for key, spec in NUMBERS.items():
             _number_widget(key, spec)
         st.checkbox(

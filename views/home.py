@@ -4,14 +4,16 @@ import streamlit as st
 
 from charts.journey import latency_waterfall
 from lifecycle.errors import LifecycleError
+from lifecycle.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey
-from ui.frame import APP_TITLE, lesson, loaded_model, show_prompt
-from ui.settings import current_settings
-from ui.stages import PHASES
+from ui.frame import APP_TITLE, PRESENT, empty_prompt_message, input_error, lesson, loaded_model, presenting, show_prompt
+from ui.settings import DEFAULT_PROMPT, WRONG_DRAW, current_settings
+from ui.stages import HOME, PHASES, STAGES
 from ui.text import literal, ms
 
 INSPECTION = "Extra: this app only"
+
 DECODE_BARS = 24  # decode steps drawn one by one; the rest are folded into one bar
 
 
@@ -93,19 +95,41 @@ def _engine_wait(journey) -> str:
             "runs every model call in this server, batched, and was busy with other requests (see Live calls).")
 
 
+def _small_model_note(model) -> None:
+    """Once and plainly: the model is tiny and often wrong, and a wrong answer of its own as the lesson."""
+    odds = ", ".join(f"{literal(show_token(text))} {p:.1%}" for text, p in WRONG_DRAW["odds"])
+    st.info(
+        f"**This is a very small model**: {model.name}, {model.parameter_count / 1e6:,.0f} million parameters, "
+        "small enough for this CPU, and often wrong; the walkthrough's shorter answer came from a far bigger "
+        "hosted model. At the default temperature 0 it always takes "
+        "the most likely token and answers New Delhi; at temperature "
+        f"{WRONG_DRAW['temperature']:g} with seed {WRONG_DRAW['seed']} it says \"{WRONG_DRAW['answer']}\" "
+        f"After \"The capital of India is\" its odds were {odds}: the seeded draw landed on the third "
+        "choice. Sampling gives unlikely tokens a chance, and sometimes they win.",
+        icon=":material/info:",
+    )
+    st.page_link(HOME.script, label="Replay the wrong answer", icon=":material/replay:",
+                 query_params={"prompt": DEFAULT_PROMPT, "temperature": WRONG_DRAW["temperature"],
+                               "seed": WRONG_DRAW["seed"], **({PRESENT: "true"} if presenting() else {})})
+
+
 st.title(APP_TITLE, anchor=False)
 journey = model = None
 try:
     settings = current_settings()
     show_prompt(settings.prompt)
-    model = loaded_model()
-    journey = cached_journey(settings)
+    if settings.prompt.strip():
+        model = loaded_model()
+        journey = cached_journey(settings)
+    else:
+        empty_prompt_message()
 except (LifecycleError, ModelLoadError) as error:
-    st.error(str(error), icon=":material/error:")
+    input_error(error)
 
 if journey is not None:
     _lesson(journey)
     st.markdown(_engine_wait(journey))
+    _small_model_note(model)
     st.caption(
         f"Model: {model.name}, {model.num_layers} layers, {model.num_heads} attention heads, "
         f"{model.vocab_size:,} tokens in its vocabulary, a context window of {model.context_window:,} "
@@ -132,3 +156,5 @@ if journey is not None:
         "prefill's logits; every later step runs the model on one new token. The gateway runs no model and is not "
         "timed here."
     )
+
+st.page_link(STAGES[0].script, label=f"Next: {STAGES[0].title}", icon=":material/arrow_forward:")

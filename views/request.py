@@ -16,8 +16,8 @@ from lifecycle.server.statelessness import resend_sizes
 from lifecycle.server.wire import render_http_request, render_http_response
 from lifecycle.stream import delta_content, frame_kind
 from ui.cache import answered_prompt, per_prompt_cache
-from ui.deployment import outbound_policy, own_port
-from ui.frame import lesson, show_text, stage_page
+from ui.deployment import outbound_policy
+from ui.frame import lesson, own_api_base, show_text, stage_page
 from ui.text import literal, ms
 
 MAX_FOLLOW_UPS = 10
@@ -68,13 +68,13 @@ def _show_request_views(request) -> None:
         st.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json")
     with tabs[1]:
         st.caption("What goes over the socket (the key is never shown; the wire uses CRLF line ends).")
-        st.code(render_http_request(request), language="http")
+        st.code(render_http_request(request, own_api_base()), language="http")
     with tabs[2]:
-        st.code(render_curl(request), language="bash")
+        st.code(render_curl(request, own_api_base()), language="bash")
     with tabs[3]:
-        st.code(render_python(request), language="python")
+        st.code(render_python(request, own_api_base()), language="python")
     with tabs[4]:
-        st.code(render_javascript(request), language="javascript")
+        st.code(render_javascript(request, own_api_base()), language="javascript")
 
 
 def _show_response(answer) -> None:
@@ -153,7 +153,8 @@ def _remote_form(request) -> None:
     st.caption(f"This server makes the request, so it goes to {where}; never to link-local or cloud metadata "
                f"addresses. Redirects are not followed; the exchange is cut off after {DEADLINE_SECONDS:g} s.")
     with st.form("remote"):
-        base_url = st.text_input("Base URL", f"http://localhost:{own_port()}/v1", key="remote_base_url")
+        base_url = st.text_input("Base URL", own_api_base(), key="remote_base_url",
+                                 help="Starts as this app's own API, at the address your browser uses for it.")
         model = st.text_input("Model", request.model, key="remote_model")
         api_key = st.text_input("API key", type="password", key="remote_api_key", autocomplete="off")
         stream = st.checkbox("Stream the answer (server-sent events)", True, key="remote_stream")

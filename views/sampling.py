@@ -5,6 +5,7 @@ logits the inspection pass already has (apply_sampling on inspection.forward.las
 the model. "Use these settings for the journey" copies them to the sidebar, which every page reads.
 A second section adds the stages only the API applies (logit bias, presence and frequency
 penalties, the grammar mask of response_format) and reports what each one moved or removed.
+The what-if part lives in a fragment, so a slider step reruns only it, never the page or the model.
 """
 
 from dataclasses import replace
@@ -76,30 +77,34 @@ def _preset(temperature: float) -> None:
     st.session_state[LOCAL["temperature"]] = temperature
 
 
-def _what_if_controls(settings: JourneySettings) -> SamplingSettings:
+def _what_if_sliders(settings: JourneySettings) -> SamplingSettings:
     _start_from_sidebar(settings)
-    columns = st.columns(len(KNOBS))
-    for column, knob in zip(columns, KNOBS):
+    st.caption("What if you sampled differently? These sliders do not change the journey.")
+    for knob in KNOBS:
         spec = NUMBERS[knob]
-        with column:
-            if knob == "top_k":
-                choices = sorted({*TOP_K_CHOICES, settings.top_k})
-                st.select_slider(spec.label, choices, key=LOCAL[knob], help=spec.help)
-            else:
-                st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL[knob], help=spec.help)
+        if knob == "top_k":
+            choices = sorted({*TOP_K_CHOICES, settings.top_k})
+            st.select_slider(spec.label, choices, key=LOCAL[knob], help=spec.help)
+        else:
+            st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL[knob], help=spec.help)
+    values = {knob: st.session_state[LOCAL[knob]] for knob in KNOBS}
+    return SamplingSettings(**values, seed=settings.seed)
+
+
+def _presets() -> None:
     st.caption("Presets (temperature)")
     for column, (name, temperature) in zip(st.columns(len(PRESETS)), PRESETS.items()):
         column.button(f"{name}: {temperature:g}", on_click=_preset, args=(temperature,), width="stretch")
-    st.button("Use these settings for the journey", on_click=_use_for_journey, type="primary",
-              icon=":material/check:", help="Copies them to the sidebar: every page and the generation use them.")
+    if st.button("Use these settings for the journey", on_click=_use_for_journey, type="primary",
+                 icon=":material/check:",
+                 help="Copies them to the sidebar: every page and the generation use them, and the model runs again."):
+        st.rerun(scope="app")  # inside the what-if fragment: the sidebar and the journey must run again too
     st.caption(
         "Presets set the temperature only. They are common rules of thumb, not laws: 0 for extraction "
         "and function calling, 0.1–0.3 for retrieval Q&A, 0–0.2 for code, 0.7–1.0 for creative writing. "
         "A higher temperature does not make a model creative; it only gives less likely tokens more chances. "
         "Here temperature 0 is exact greedy decoding; hosted APIs do not promise identical answers at 0."
     )
-    values = {knob: st.session_state[LOCAL[knob]] for knob in KNOBS}
-    return SamplingSettings(**values, seed=settings.seed)
 
 
 def _lesson(sampled: SampledDistribution, what_if: SamplingSettings, vocabulary: int) -> None:
@@ -229,29 +234,35 @@ def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabul
     st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="api_survivors", theme=None)
 
 
-with stage_page("sampling") as settings:
-    prepared, inspection = inspected_prompt(settings)
-    logits, previous = inspection.forward.last_logits, prepared.rendered.ids
-    token_text = inspection.next_token.token_text
+@st.fragment
+def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text) -> None:
+    """Everything the what-if sliders change; a slider step reruns only this part, never the page or the model."""
     vocabulary = int(logits.size)
-
-    intro = st.container()  # the lesson comes first but needs the sliders' values
-    st.subheader("What if you sampled differently?", anchor=False)
-    what_if = _what_if_controls(settings)
+    lesson_box = st.container()  # the lesson comes first but needs the sliders' values
+    chart_column, slider_column = st.columns([3, 1])
+    with slider_column:
+        what_if = _what_if_sliders(settings)
     sampled = apply_sampling(logits, what_if, previous)
-    with intro:
+    with chart_column:
+        st.caption(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling")
+        st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling", theme=None)
+    with lesson_box:
         _lesson(sampled, what_if, vocabulary)
     _metrics(sampled, vocabulary)
-
-    st.subheader(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling", anchor=False)
-    st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling", theme=None)
     st.caption(
         "Left: the model's own probabilities (softmax at temperature 1), grey where a stage removed the "
         "token. Right: the probabilities the next token is actually drawn from, renormalized over the "
-        "survivors. Stages run in order: grammar mask, repetition penalty, temperature, top-k, top-p, min-p; "
+        "survivors. Stages run in order: grammar mask, logit bias, presence and frequency penalties, repetition "
+        "penalty, temperature, top-k, top-p, min-p; "
         "a token is named after the first stage that removed it."
     )
+    _presets()
     st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="survivors", theme=None)
     _nucleus(logits, what_if, previous, sampled)
     _draws(sampled, token_text, settings.seed)
     _api_stages(logits, what_if, previous, token_text, vocabulary)
+
+
+with stage_page("sampling") as settings:
+    prepared, inspection = inspected_prompt(settings)
+    _what_if(settings, inspection.forward.last_logits, prepared.rendered.ids, inspection.next_token.token_text)

@@ -118,11 +118,13 @@ with stage_page("tokenization") as settings:
         "with some tokenizers, not with all: tokens per word depend on what the tokenizer was trained on."
     )
     st.plotly_chart(language_token_chart(languages, counts), width="stretch", theme=None)
-    table = pd.DataFrame({"language": languages, "sentence": list(TRANSLATIONS.values())})
+    # One column per tokenizer ("tokens (× English)") keeps all three in view, even on a projector.
+    table = pd.DataFrame({"language": languages})
     for encoding in ENCODINGS:
-        table[f"{encoding} tokens"] = counts[encoding]
-        table[f"{encoding} × English"] = [round(c / counts[encoding][0], 2) for c in counts[encoding]]
-    st.dataframe(table, hide_index=True)
+        table[ENCODING_LABELS[encoding]] = [f"{c} ({c / counts[encoding][0]:.2f}×)" for c in counts[encoding]]
+    table["sentence"] = list(TRANSLATIONS.values())
+    st.dataframe(table, hide_index=True, column_config={"sentence": st.column_config.TextColumn(width="medium")})
+    st.caption("Each cell: tokens for the sentence, and in brackets that count relative to English.")
 
     st.subheader("What your prompt costs", anchor=False)
     st.caption(

@@ -1,6 +1,12 @@
-"""A real browser moves a what-if sampling slider and the distribution recomputes on the page."""
+"""A real browser moves a what-if sampling slider: the distribution recomputes, and how fast the chart redraws.
+
+The redraw time (key press to the resampling chart's SVG changing) is measured and written to
+screenshots/slider-latency.txt for the README and `make bench`; it is a figure, not an assertion.
+"""
 
 from __future__ import annotations
+
+import statistics
 
 import pytest
 from playwright.sync_api import expect
@@ -10,18 +16,41 @@ from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_i
 pytestmark = pytest.mark.browser
 
 PROMPT = "The capital of France is"
+STEPS = 8
+
+# Time from a key press on the focused slider to the first change in the resampling chart's SVG.
+# The chart is the page's first Plotly chart; React may replace its nodes, so watch the whole main block.
+_WATCH = """() => {
+  const inChart = (node) => {
+    const element = node.nodeType === 1 ? node : node.parentElement;
+    const chart = element?.closest('[data-testid="stPlotlyChart"]');
+    return chart !== null && chart === document.querySelector('[data-testid="stPlotlyChart"]');
+  };
+  window.redraw = {pressed: null, drawn: null};
+  document.addEventListener('keydown', () => { window.redraw = {pressed: performance.now(), drawn: null}; },
+                            {capture: true});
+  new MutationObserver((mutations) => {
+    if (window.redraw.pressed !== null && window.redraw.drawn === null && mutations.some(m => inChart(m.target)))
+      window.redraw.drawn = performance.now();
+  }).observe(document.querySelector('[data-testid="stMain"]'),
+             {subtree: true, childList: true, attributes: true, characterData: true});
+}"""
 
 
 def metric(page, label: str) -> str:
     return page.get_by_test_id("stMetric").filter(has_text=label).get_by_test_id("stMetricValue").inner_text()
 
 
+def _thumb(page):
+    main = page.get_by_test_id("stMainBlockContainer")
+    return main.get_by_test_id("stSlider").filter(has_text="Temperature").get_by_role("slider")
+
+
 def test_moving_the_temperature_slider_reshapes_the_distribution(app_url, page, screenshots):
     open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, top_k=40, max_tokens=4)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     before = metric(page, "Entropy after")
-    main = page.get_by_test_id("stMainBlockContainer")
-    thumb = main.get_by_test_id("stSlider").filter(has_text="Temperature").get_by_role("slider")
+    thumb = _thumb(page)
     expect(thumb).to_have_value("0.7")
     thumb.focus()
     for _ in range(10):  # 10 steps of 0.05: 0.7 -> 0.2
@@ -37,3 +66,23 @@ def test_moving_the_temperature_slider_reshapes_the_distribution(app_url, page, 
         has_text="Temperature").get_by_role("slider")
     expect(sidebar_thumb).to_have_value("0.7")
     full_screenshot(page, screenshots / "sampling-what-if.png")
+
+
+def test_slider_step_redraw_time_is_measured(app_url, page, screenshots):
+    open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4)
+    page.evaluate(_WATCH)
+    thumb = _thumb(page)
+    thumb.focus()
+    times = []
+    for step in range(STEPS):
+        thumb.press("ArrowRight")
+        page.wait_for_function("() => window.redraw.drawn !== null")
+        times.append(page.evaluate("() => window.redraw.drawn - window.redraw.pressed"))
+        wait_idle(page)
+    expect(thumb).to_have_value(f"{0.7 + 0.05 * STEPS:.1f}")
+    median = statistics.median(times)
+    (screenshots / "slider-latency.txt").write_text(
+        f"temperature slider step -> resampling chart redrawn: median {median:.0f} ms over {STEPS} steps "
+        f"(min {min(times):.0f}, max {max(times):.0f})\n")
+    print(f"\nslider redraw median {median:.0f} ms: {[round(t) for t in times]}")
+    assert all(t > 0 for t in times)

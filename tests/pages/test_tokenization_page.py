@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from charts.tokenization import ENCODING_LABELS
+
 from lifecycle.context import render_messages
 from lifecycle.tokenize import ENCODINGS, tokenize
 from tests.pages.harness import run_page
@@ -56,11 +58,15 @@ def test_template_tokens_mark_exactly_the_special_markers(page):
 def test_language_table_counts_are_the_tokenizers_counts(page):
     table = page.dataframe[1].value
     assert len(table) >= 8 and table["language"][0] == "English"
+    english = {encoding: tokenize(table["sentence"][0], encoding).count for encoding in ENCODINGS}
+    counts = {encoding: [] for encoding in ENCODINGS}
     for _, row in table.iterrows():
         for encoding in ENCODINGS:
-            assert row[f"{encoding} tokens"] == tokenize(row["sentence"], encoding).count
+            count = tokenize(row["sentence"], encoding).count
+            assert row[ENCODING_LABELS[encoding]] == f"{count} ({count / english[encoding]:.2f}×)"
+            counts[encoding].append(count)
     chart = json.loads(page.get("plotly_chart")[1].proto.spec)
-    assert [trace["y"] for trace in chart["data"]] == [list(table[f"{e} tokens"]) for e in ENCODINGS]
+    assert [trace["y"] for trace in chart["data"]] == [counts[e] for e in ENCODINGS]
 
 
 def test_edited_price_changes_the_cost(page):

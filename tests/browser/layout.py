@@ -1,0 +1,103 @@
+"""DOM checks of what a person sees: Plotly text that overlaps or leaves its chart, tables cut on the side.
+
+Each function returns a list of human-readable problems (empty when the page is legible), so a
+failing test names the chart, the labels and the page it saw them on.
+"""
+
+from __future__ import annotations
+
+import math
+
+from playwright.sync_api import Page
+
+TOLERANCE_PX = 1.5  # anti-aliasing and sub-pixel rounding, not a real overlap
+
+# Every visible text of every Plotly chart as the four corners of its box on screen (rotated tick
+# labels stay rotated rectangles), with the chart's box.
+_PLOTLY_TEXTS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map((chart, index) => {
+  const area = chart.querySelector('.main-svg')?.getBoundingClientRect();
+  const visible = (t) => { const style = getComputedStyle(t);
+    return style.display !== 'none' && style.visibility !== 'hidden' && parseFloat(style.opacity || '1') > 0
+           && t.getAttribute('opacity') !== '0' && t.textContent.trim() !== '' && !t.closest('.hoverlayer'); };
+  const texts = [...chart.querySelectorAll('.main-svg text')].filter(visible).map(t => {
+    const box = t.getBBox(), m = t.getScreenCTM();
+    const corner = (x, y) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f];
+    return {text: t.textContent, corners: [corner(box.x, box.y), corner(box.x + box.width, box.y),
+            corner(box.x + box.width, box.y + box.height), corner(box.x, box.y + box.height)]};
+  }).filter(t => t.corners[0][0] !== t.corners[2][0] && t.corners[0][1] !== t.corners[2][1]);
+  const title = chart.querySelector('.gtitle')?.textContent || `chart ${index + 1}`;
+  return {title, area: area && {left: area.left, right: area.right, top: area.top, bottom: area.bottom}, texts};
+})"""
+
+# Every dataframe's scroller: wider content than box means a column is cut (needs inner scrolling).
+_TABLES = """() => [...document.querySelectorAll('[data-testid="stDataFrame"], [data-testid="stTable"]')]
+  .filter(table => table.offsetParent !== null)
+  .map((table, index) => {
+    const scroller = table.querySelector('.dvn-scroller') || table.querySelector('table')?.parentElement || table;
+    const headers = [...table.querySelectorAll('th, [role="columnheader"]')].map(h => h.textContent.trim());
+    return {index, headers: headers.slice(0, 6), scrollWidth: scroller.scrollWidth, clientWidth: scroller.clientWidth};
+  })"""
+
+
+def _shrunk(corners: list[list[float]]) -> list[tuple[float, float]]:
+    """The box pulled in by the tolerance on every side (glyph boxes include some empty space)."""
+    cx = sum(x for x, _ in corners) / 4
+    cy = sum(y for _, y in corners) / 4
+    def pull(x: float, y: float) -> tuple[float, float]:
+        dx, dy = x - cx, y - cy
+        length = math.hypot(dx, dy) or 1.0
+        return x - dx / length * TOLERANCE_PX, y - dy / length * TOLERANCE_PX
+    return [pull(x, y) for x, y in corners]
+
+
+def _overlap(first: list[list[float]], second: list[list[float]]) -> bool:
+    """Separating-axis test for two (possibly rotated) rectangles given by their corners."""
+    a, b = _shrunk(first), _shrunk(second)
+    for shape in (a, b):
+        for i in range(2):
+            (x1, y1), (x2, y2) = shape[i], shape[i + 1]
+            axis = (y1 - y2, x2 - x1)
+            pa = [axis[0] * x + axis[1] * y for x, y in a]
+            pb = [axis[0] * x + axis[1] * y for x, y in b]
+            if max(pa) <= min(pb) or max(pb) <= min(pa):
+                return False
+    return True
+
+
+def _outside(corners: list[list[float]], area: dict) -> bool:
+    xs, ys = [x for x, _ in corners], [y for _, y in corners]
+    return (min(xs) < area["left"] - TOLERANCE_PX or max(xs) > area["right"] + TOLERANCE_PX
+            or min(ys) < area["top"] - TOLERANCE_PX or max(ys) > area["bottom"] + TOLERANCE_PX)
+
+
+def chart_text_problems(page: Page) -> list[str]:
+    """Plotly text elements that overlap each other or stick out of their chart."""
+    problems = []
+    for chart in page.evaluate(_PLOTLY_TEXTS):
+        texts, area = chart["texts"], chart["area"]
+        for box in texts:
+            if area and _outside(box["corners"], area):
+                problems.append(f"{chart['title']!r}: label {box['text']!r} leaves the chart area")
+        for i, first in enumerate(texts):
+            for second in texts[i + 1:]:
+                if _overlap(first["corners"], second["corners"]):
+                    problems.append(f"{chart['title']!r}: labels {first['text']!r} and {second['text']!r} overlap")
+    return problems
+
+
+def table_problems(page: Page) -> list[str]:
+    """Tables whose columns do not fit their box (the reader would have to scroll inside the table)."""
+    return [
+        f"table {table['index'] + 1} {table['headers']}: {table['scrollWidth']} px of columns in a "
+        f"{table['clientWidth']} px box"
+        for table in page.evaluate(_TABLES)
+        if table["scrollWidth"] > table["clientWidth"] + TOLERANCE_PX
+    ]
+
+
+def first_chart_top(page: Page) -> float | None:
+    """Where the page's first Plotly chart starts, from the top of the window (None: no chart)."""
+    return page.evaluate(
+        "() => { const c = document.querySelector('[data-testid=\"stPlotlyChart\"]');"
+        " return c ? c.getBoundingClientRect().top : null; }"
+    )

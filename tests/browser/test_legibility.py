@@ -1,0 +1,95 @@
+"""Every page looked at in a real browser at a laptop, a projector and a phone size: screenshots for a
+person to open, and DOM checks that no chart label overlaps another or leaves its chart and that no
+table cuts a column. Presenter mode puts a chart on the first screen of a 1024x768 projector."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, open_page, wait_idle
+from tests.browser.conftest import PAGE_TIMEOUT_MS
+from tests.browser.layout import chart_text_problems, first_chart_top, table_problems
+from ui.stages import HOME, STAGES, neighbours
+
+pytestmark = pytest.mark.browser
+
+SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
+PAGES = [HOME, *STAGES]
+PAGE_IDS = [page.url_path or "home" for page in PAGES]
+# Pages whose first screen must show a chart in presenter mode (Live calls draws one only for a chosen call).
+CHART_PAGES = [page for page in PAGES if page.url_path not in {"live-calls"}]
+MIN_CHART_SHOWN_PX = 200  # of the first chart, inside the first screen
+
+
+@pytest.fixture
+def sized_page(browser, request):
+    width, height = SIZES[request.param]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    yield request.param, context.new_page()
+    context.close()
+
+
+@pytest.mark.parametrize("sized_page", list(SIZES), indirect=True)
+@pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
+def test_every_page_is_legible(app_url, sized_page, screenshots, stage):
+    size, page = sized_page
+    open_page(page, app_url, stage.url_path)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    folder = screenshots / size
+    folder.mkdir(exist_ok=True)
+    full_screenshot(page, folder / f"{stage.url_path or 'home'}.png")
+    assert chart_text_problems(page) == []
+    assert table_problems(page) == []
+
+
+@pytest.mark.parametrize("stage", CHART_PAGES, ids=[p.url_path or "home" for p in CHART_PAGES])
+def test_presenter_mode_shows_a_chart_on_the_first_screen_of_a_projector(app_url, browser, screenshots, stage):
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        open_page(page, app_url, stage.url_path, present=1)
+        page.wait_for_function(CHARTS_DRAWN)
+        folder = screenshots / "presenter"
+        folder.mkdir(exist_ok=True)
+        page.screenshot(path=folder / f"{stage.url_path or 'home'}.png")
+        expect(page.get_by_test_id("stSidebar")).to_have_attribute("aria-expanded", "false")
+        top = first_chart_top(page)
+        assert top is not None and top + MIN_CHART_SHOWN_PX <= 768, f"first chart starts at {top} px"
+    finally:
+        context.close()
+
+
+def test_presenter_mode_arrow_keys_walk_the_stages(app_url, page):
+    first = STAGES[2]
+    _, after = neighbours(first)
+    open_page(page, app_url, first.url_path, present=1)
+    expect(page.get_by_test_id("stProgress")).to_contain_text(f"Stage 3 of {len(STAGES)}")
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(rf"/{after.url_path}\?(.*&)?present=1"), timeout=PAGE_TIMEOUT_MS)
+    wait_idle(page)
+    assert page.get_by_test_id("stMainBlockContainer").locator("h1").first.inner_text() == after.title
+    page.keyboard.press("ArrowLeft")
+    expect(page).to_have_url(re.compile(rf"/{first.url_path}\?"), timeout=PAGE_TIMEOUT_MS)
+
+
+def test_presenter_mode_cuts_the_lesson_to_its_first_sentences(app_url, page):
+    open_page(page, app_url, "embeddings")
+    lesson = page.get_by_test_id("stMainBlockContainer").get_by_test_id("stMarkdown").filter(
+        has_text="Your message became")
+    full = lesson.first.inner_text()
+    open_page(page, app_url, "embeddings", present=1)
+    main = page.get_by_test_id("stMainBlockContainer")
+    short = lesson.first.inner_text()
+    assert full.startswith(short) and len(short) < len(full) / 2
+    expect(main.get_by_test_id("stExpander").filter(has_text="More of this lesson")).to_be_visible()
+
+
+def test_send_it_for_real_starts_at_this_servers_own_address(app_url, page):
+    open_page(page, app_url, "request")
+    box = page.get_by_test_id("stMainBlockContainer").get_by_role("textbox", name="Base URL")
+    expect(box).to_have_value(f"{app_url}/v1")
