@@ -146,14 +146,15 @@ def silu_neurons(gate: np.ndarray, activated: np.ndarray, top: Sequence[int]) ->
 
 def top_neuron_bars(neurons: Sequence[int], activated: np.ndarray, up: np.ndarray, product: np.ndarray) -> go.Figure:
     """For the neurons firing most: SiLU(gate), up and their product, side by side."""
-    labels = [f"#{i}" for i in neurons]
+    labels = [str(i) for i in neurons]
     figure = go.Figure()
     for values, name, colour in ((activated, "SiLU(gate)", OKABE_ITO[0]), (up, "up", OKABE_ITO[4]),
                                  (product, "product", OKABE_ITO[5])):
         figure.add_trace(go.Bar(x=labels, y=np.asarray(values, dtype=np.float64)[list(neurons)], name=name,
                                 marker_color=colour, hovertemplate=f"neuron %{{x}}: {name} %{{y:.3f}}<extra></extra>"))
     figure.update_layout(template=TEMPLATE, barmode="group", height=420,
-                         xaxis=dict(title=axis_title("Neuron"), type="category"),
+                         xaxis=dict(title=axis_title("Neuron", "index"), type="category",
+                                    tickangle=0),
                          yaxis_title=axis_title("Value"), legend=dict(orientation="h", y=1.15))
     return figure
 

@@ -28,7 +28,7 @@ import numpy as np
 from lifecycle.errors import LifecycleError
 from lifecycle.sampling import TokenCandidate
 
-TOP_NEURONS = 12
+TOP_NEURONS = 8
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ def test_neuron_charts_highlight_the_given_neurons():
     figure = silu_neurons(gate, activated, [2, 3])
     assert list(figure.data[2].x) == [3.0, 1.0] and list(figure.data[2].text) == ["#2", "#3"]
     bars = top_neuron_bars([2, 0], activated, up, activated * up)
-    assert list(bars.data[2].x) == ["#2", "#0"]
+    assert list(bars.data[2].x) == ["2", "0"]
     np.testing.assert_allclose(bars.data[2].y, (activated * up)[[2, 0]])
 
 

@@ -168,9 +168,9 @@ with stage_page("forward-pass") as settings:
     final_text = token_text(loaded, final)
     settle = stack.settles_at
     st.markdown(
-        f"The stream's length grows from {stack.residual_norms[0]:,.1f} (the embedding) to "
-        f"{stack.residual_norms[-1]:,.1f} after layer {layers - 1}: each layer adds to it, and nothing is ever "
-        f"overwritten. The largest single addition is layer {biggest}'s {part} (length "
+        f"The stream's length goes from {stack.residual_norms[0]:,.1f} (the embedding) to "
+        f"{stack.residual_norms[-1]:,.1f} after layer {layers - 1}: each layer adds its attention and MLP outputs "
+        f"to it; no layer replaces it. The largest single addition is layer {biggest}'s {part} (length "
         f"{max(stack.attention_norms[biggest], stack.mlp_norms[biggest]):,.1f}). The logit lens reads each layer's "
         f"output as if it were the last: the model's answer after this token is {quoted(final_text)}, and it is "
         + (f"the lens's top guess from layer {settle} on." if settle < layers - 1
