@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 from charts.theme import FONT_SIZE, MUTED, OKABE_ITO, TEMPLATE, axis_title
 
 BOX_HEIGHT = 0.62  # of one row; the rest is the arrow between boxes
+LABEL_SPOTS = ("top left", "bottom right", "top right", "bottom left")  # neighbouring labels do not overlap
 
 
 def shape_text(shape: Sequence[int]) -> str:
@@ -29,7 +30,7 @@ def block_flow_chart(names: Sequence[str], shapes: Sequence[Sequence[int]], norm
         colour = OKABE_ITO[1] if i == highlight else ("#FFF3D6" if i in adds else "#E8F1FA")
         figure.add_shape(type="rect", x0=0.05, x1=0.78, y0=-i - BOX_HEIGHT / 2, y1=-i + BOX_HEIGHT / 2,
                          line=dict(color="#444444", width=1), fillcolor=colour, layer="below")
-        label = name + (f"   ‖·‖ = {norm:,.1f}" if norm is not None else "")
+        label = name + (f"  ·  ‖·‖ {norm:,.1f}" if norm is not None else "")
         figure.add_annotation(x=0.415, y=-i, text=label, showarrow=False, font=dict(size=FONT_SIZE - 3))
         if i + 1 < rows:
             figure.add_annotation(x=0.415, y=-i - 1 + BOX_HEIGHT / 2, ax=0.415, ay=-i - BOX_HEIGHT / 2,
@@ -133,7 +134,8 @@ def silu_neurons(gate: np.ndarray, activated: np.ndarray, top: Sequence[int]) ->
                                   hovertemplate="gate %{x:.2f} -> %{y:.2f}<extra></extra>"))
     top = list(top)
     figure.add_trace(go.Scatter(x=gate[top], y=np.asarray(activated)[top], mode="markers+text", name="firing most",
-                                text=[str(i) for i in top], textposition="top center",
+                                text=[f"#{i}" for i in top],
+                                textposition=[LABEL_SPOTS[i % len(LABEL_SPOTS)] for i in range(len(top))],
                                 marker=dict(size=11, color=OKABE_ITO[5]),
                                 hovertemplate="neuron %{text}: gate %{x:.2f} -> %{y:.2f}<extra></extra>"))
     figure.update_layout(template=TEMPLATE, height=440,
@@ -144,14 +146,15 @@ def silu_neurons(gate: np.ndarray, activated: np.ndarray, top: Sequence[int]) ->
 
 def top_neuron_bars(neurons: Sequence[int], activated: np.ndarray, up: np.ndarray, product: np.ndarray) -> go.Figure:
     """For the neurons firing most: SiLU(gate), up and their product, side by side."""
-    labels = [f"#{i}" for i in neurons]
+    labels = [str(i) for i in neurons]
     figure = go.Figure()
     for values, name, colour in ((activated, "SiLU(gate)", OKABE_ITO[0]), (up, "up", OKABE_ITO[4]),
                                  (product, "product", OKABE_ITO[5])):
         figure.add_trace(go.Bar(x=labels, y=np.asarray(values, dtype=np.float64)[list(neurons)], name=name,
                                 marker_color=colour, hovertemplate=f"neuron %{{x}}: {name} %{{y:.3f}}<extra></extra>"))
     figure.update_layout(template=TEMPLATE, barmode="group", height=420,
-                         xaxis=dict(title=axis_title("Neuron"), type="category"),
+                         xaxis=dict(title=axis_title("Neuron", "index"), type="category",
+                                    tickangle=0),
                          yaxis_title=axis_title("Value"), legend=dict(orientation="h", y=1.15))
     return figure
 

@@ -29,7 +29,7 @@ def cache_growth(bytes_per_token: int, multi_head_bytes_per_token: int, window: 
         figure.add_trace(go.Scatter(x=[count], y=[count * bytes_per_token / MIB], mode="markers", name=label,
                                     marker=dict(size=13, color=OKABE_ITO[[1, 5, 2][index % 3]]),
                                     hovertemplate=f"{label}: %{{x:,}} positions, %{{y:,.2f}} MiB<extra></extra>"))
-    figure.update_layout(template=TEMPLATE, height=420, legend=dict(orientation="h", y=-0.28),
+    figure.update_layout(template=TEMPLATE, height=420, legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.8)"),
                          xaxis=dict(title=axis_title("Positions in the cache", "tokens"), rangemode="tozero"),
                          yaxis=dict(title=axis_title("Cache size", "MiB"), rangemode="tozero"))
     return figure

@@ -28,7 +28,7 @@ import numpy as np
 from lifecycle.errors import LifecycleError
 from lifecycle.sampling import TokenCandidate
 
-TOP_NEURONS = 12
+TOP_NEURONS = 8
 
 
 @dataclass(frozen=True)
@@ -363,19 +363,19 @@ def block_flow(trace: BlockTrace) -> list[FlowStep]:
         return float(np.linalg.norm(vector))
 
     return [
-        FlowStep("Block input x (residual stream)", (n, d), length(trace.residual)),
+        FlowStep("Block input x", (n, d), length(trace.residual)),
         FlowStep("RMSNorm", (n, d), length(trace.normed)),
-        FlowStep("Q projection, split into query heads", (s.heads, n, s.head_dim), length(trace.query)),
-        FlowStep("K and V projections, key/value heads", (s.kv_heads, n, s.head_dim), None),
-        FlowStep("RoPE rotates Q and K by position", (s.heads, n, s.head_dim), length(trace.query_rotated)),
-        FlowStep(f"Scores Q·Kᵀ/√{s.head_dim} + causal mask", (s.heads, n, n), None),
-        FlowStep("Softmax: each row sums to 1", (s.heads, n, n), None),
-        FlowStep("Weighted sum of V, heads side by side", (n, s.heads * s.head_dim), length(trace.head_outputs)),
+        FlowStep("Q projection (query heads)", (s.heads, n, s.head_dim), length(trace.query)),
+        FlowStep("K, V projections (KV heads)", (s.kv_heads, n, s.head_dim), None),
+        FlowStep("RoPE turns Q and K", (s.heads, n, s.head_dim), length(trace.query_rotated)),
+        FlowStep(f"Scores Q·Kᵀ/√{s.head_dim} + mask", (s.heads, n, n), None),
+        FlowStep("Softmax (rows sum to 1)", (s.heads, n, n), None),
+        FlowStep("Weighted sum of V", (n, s.heads * s.head_dim), length(trace.head_outputs)),
         FlowStep("Output projection", (n, d), length(trace.attention_out)),
-        FlowStep("+ residual: x + attention", (n, d), length(trace.after_attention)),
+        FlowStep("+ residual (x + attention)", (n, d), length(trace.after_attention)),
         FlowStep("RMSNorm", (n, d), length(trace.normed_mlp)),
         FlowStep("Gate and up projections", (n, s.intermediate), length(trace.gate)),
         FlowStep("SiLU(gate) x up", (n, s.intermediate), length(trace.product)),
         FlowStep("Down projection", (n, d), length(trace.mlp_out)),
-        FlowStep("+ residual: block output", (n, d), length(trace.output)),
+        FlowStep("+ residual (block output)", (n, d), length(trace.output)),
     ]

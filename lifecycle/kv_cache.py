@@ -92,8 +92,10 @@ class LatencyPoint:
     decode_seconds: tuple[float, ...]
 
     @property
-    def decode_mean(self) -> float:
-        return sum(self.decode_seconds) / len(self.decode_seconds)
+    def decode_median(self) -> float:
+        ordered = sorted(self.decode_seconds)
+        middle = len(ordered) // 2
+        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def timed_prefill(stack, ids: Sequence[int], chunk: int, room: int = 0):
@@ -116,12 +118,14 @@ def measure_latency(stack, chunk: int, ids: Sequence[int], lengths: Sequence[int
                     decode_steps: int = 4) -> list[LatencyPoint]:
     """For each length n: prefill the first n of ``ids`` (repeated when shorter) into an empty cache, then
     decode ``decode_steps`` greedy tokens one at a time against it, each call timed alone. ``stack`` and
-    ``chunk`` are the engine's, so these are the times the engine itself takes."""
+    ``chunk`` are the engine's, so these are the times the engine itself takes. One untimed short run
+    first warms the kernels, so the first length measured is not charged for it."""
     from lifecycle.engine.llama import Segment
 
     ids = [int(i) for i in ids]
     if decode_steps < 1:
         raise LifecycleError("decode_steps must be >= 1", param="decode_steps")
+    timed_prefill(stack, ids[:8], chunk, 1)
     points = []
     for length in sorted({int(n) for n in lengths}):
         if not 1 <= length <= stack.max_positions - decode_steps:

@@ -2,8 +2,8 @@
 
 The hand computation is float64 numpy from the model's weight matrices and the config (RMSNorm, RoPE
 angles from rope_theta, causal softmax, SwiGLU), never the model's own modules. The model computes in
-float32, so the comparison allows float32 rounding: |hand - model| <= 1e-4 * max|model| + 1e-5
-(the block output's largest entries are a few hundred, so ~1e-2 absolute at most, ~1e-6 relative).
+float32, so the comparison allows float32 rounding: |hand - model| <= 2e-5 * max|model| + 1e-6 for
+every intermediate (measured on layers 0, 7 and 29: at most 2.4e-6 of the largest entry).
 """
 
 import numpy as np
@@ -20,7 +20,7 @@ LAYER = 7
 
 def close(hand: np.ndarray, model: np.ndarray) -> None:
     model = np.asarray(model, dtype=np.float64)
-    np.testing.assert_allclose(hand, model, rtol=0, atol=1e-4 * np.abs(model).max() + 1e-5)
+    np.testing.assert_allclose(hand, model, rtol=0, atol=2e-5 * np.abs(model).max() + 1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +38,8 @@ def trace(forward):
     return forward.block
 
 
-@pytest.fixture(scope="module")
-def weights(loaded):
-    block = loaded.model.model.layers[LAYER]
+def layer_weights(loaded, layer: int) -> dict[str, np.ndarray]:
+    block = loaded.model.model.layers[layer]
     named = {
         "norm1": block.input_layernorm.weight, "q": block.self_attn.q_proj.weight,
         "k": block.self_attn.k_proj.weight, "v": block.self_attn.v_proj.weight, "o": block.self_attn.o_proj.weight,
@@ -63,7 +62,11 @@ def rope(x: np.ndarray, positions: np.ndarray, theta: float) -> np.ndarray:
     return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
 
 
-def test_hand_recomputed_block_equals_the_models_block_output(trace, weights):
+@pytest.mark.parametrize("layer", [0, LAYER, -1])
+def test_hand_recomputed_block_equals_the_models_block_output(loaded, ids, layer):
+    layer %= loaded.num_layers
+    trace = open_block(loaded, ids, layer, len(ids) - 4).block
+    weights = layer_weights(loaded, layer)
     s, p = trace.shapes, trace.position
     x = trace.block_input.astype(np.float64)  # every position: keys and values come from all of them
     normed = rms_norm(x, weights["norm1"], s.norm_eps)

@@ -26,7 +26,7 @@ def test_block_flow_has_a_box_per_step_and_each_shape_on_its_arrow():
     skips = [s for s in figure.layout.shapes if s.type == "path"]
     assert len(boxes) == len(names) and len(skips) == 2  # one skip connection per residual add
     texts = [a.text for a in figure.layout.annotations]
-    assert "Block input x   ‖·‖ = 3.0" in texts and "RMSNorm" in texts
+    assert "Block input x  ·  ‖·‖ 3.0" in texts and "RMSNorm" in texts
     assert texts.count("(7 x 576)") == len(names) - 1  # the last box hands on to the next block
     assert shape_text((9, 1536, 64)) == "(9 x 1,536 x 64)"
 
@@ -53,9 +53,9 @@ def test_neuron_charts_highlight_the_given_neurons():
     activated = gate / (1 + np.exp(-gate))
     up = np.array([1.0, -1.0, 2.0, 0.5])
     figure = silu_neurons(gate, activated, [2, 3])
-    assert list(figure.data[2].x) == [3.0, 1.0] and list(figure.data[2].text) == ["2", "3"]
+    assert list(figure.data[2].x) == [3.0, 1.0] and list(figure.data[2].text) == ["#2", "#3"]
     bars = top_neuron_bars([2, 0], activated, up, activated * up)
-    assert list(bars.data[2].x) == ["#2", "#0"]
+    assert list(bars.data[2].x) == ["2", "0"]
     np.testing.assert_allclose(bars.data[2].y, (activated * up)[[2, 0]])
 
 

@@ -62,16 +62,14 @@ with stage_page("forward-pass") as settings:
         "pass, captured by hooks on the model's own modules."
     )
 
-    chart_col, steps_col = st.columns([3, 2])
-    with chart_col:
-        st.plotly_chart(block_flow_chart([f.name for f in flow], [f.shape for f in flow], [f.norm for f in flow]),
-                        key="forward_flow", theme=None)
-    with steps_col:
-        st.markdown(f"**Shapes for this prompt** ({s.positions} tokens), read from the model's config:")
+    st.plotly_chart(block_flow_chart([f.name for f in flow], [f.shape for f in flow], [f.norm for f in flow]),
+                    key="forward_flow", theme=None)
+    st.caption("Each box is one step; the shape on the arrow below it is the tensor it hands on for the whole "
+               "prompt, and ‖·‖ the length (L2 norm) of the chosen token's row after the step. The green lines are "
+               "the skip connections: the residual stream itself.")
+    with st.expander(f"Shapes for this prompt ({s.positions} tokens), read from the model's config"):
         st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
-                     hide_index=True, height=35 * len(flow) + 40)
-        st.caption("‖·‖ in the boxes is the length (L2 norm) of the chosen token's row after that step. "
-                   "Green lines are the skip connections: the residual stream itself.")
+                     hide_index=True, height=35 * (len(flow) + 1) + 3)
 
     st.subheader("1. RMSNorm", anchor=False)
     rms = float(np.sqrt(np.mean(block.residual.astype(np.float64) ** 2)))
@@ -101,9 +99,8 @@ with stage_page("forward-pass") as settings:
         f"{np.linalg.norm(before):.3f}; only the direction changes, so Q·K ends up depending on how far apart two "
         "tokens are."
     )
-    rope_col, vec_col = st.columns(2)
-    rope_col.plotly_chart(rope_rotation(before, after, angle, (pair, pair + half)), key="forward_rope", theme=None)
-    vec_col.plotly_chart(
+    st.plotly_chart(rope_rotation(before, after, angle, (pair, pair + half)), key="forward_rope", theme=None)
+    st.plotly_chart(
         vector_rows([block.query[head], block.query_rotated[head], block.keys_rotated[group, position],
                      block.values[group, position]],
                     [f"q head {head}", "q after RoPE", f"k head {group} (RoPE)", f"v head {group}"], s.head_dim),
@@ -150,9 +147,8 @@ with stage_page("forward-pass") as settings:
         f"at least a tenth of the strongest; neuron **{strongest}** fires most (gate {block.gate[strongest]:.2f}, "
         f"SiLU {block.activated[strongest]:.2f} x up {block.up[strongest]:.2f} = {block.product[strongest]:.2f})."
     )
-    silu_col, bars_col = st.columns(2)
-    silu_col.plotly_chart(silu_neurons(block.gate, block.activated, neurons[:6]), key="forward_silu", theme=None)
-    bars_col.plotly_chart(top_neuron_bars(neurons, block.activated, block.up, block.product),
+    st.plotly_chart(silu_neurons(block.gate, block.activated, neurons[:4]), key="forward_silu", theme=None)
+    st.plotly_chart(top_neuron_bars(neurons, block.activated, block.up, block.product),
                           key="forward_neurons", theme=None)
 
     st.subheader("6. Second residual add: the block's output", anchor=False)
@@ -172,9 +168,9 @@ with stage_page("forward-pass") as settings:
     final_text = token_text(loaded, final)
     settle = stack.settles_at
     st.markdown(
-        f"The stream's length grows from {stack.residual_norms[0]:,.1f} (the embedding) to "
-        f"{stack.residual_norms[-1]:,.1f} after layer {layers - 1}: each layer adds to it, and nothing is ever "
-        f"overwritten. The largest single addition is layer {biggest}'s {part} (length "
+        f"The stream's length goes from {stack.residual_norms[0]:,.1f} (the embedding) to "
+        f"{stack.residual_norms[-1]:,.1f} after layer {layers - 1}: each layer adds its attention and MLP outputs "
+        f"to it; no layer replaces it. The largest single addition is layer {biggest}'s {part} (length "
         f"{max(stack.attention_norms[biggest], stack.mlp_norms[biggest]):,.1f}). The logit lens reads each layer's "
         f"output as if it were the last: the model's answer after this token is {quoted(final_text)}, and it is "
         + (f"the lens's top guess from layer {settle} on." if settle < layers - 1

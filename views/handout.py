@@ -41,4 +41,5 @@ with stage_page("handout") as settings:
             "charts": [len(s.figures) for s in sections],
         },
         hide_index=True,
+        height=35 * (len(sections) + 1) + 3,
     )

@@ -54,13 +54,14 @@ with stage_page("kv-cache") as settings:
         f"so the cache is {ratio}x smaller than with one K/V per head ({kib(shape.multi_head_bytes_per_token)} per token)."
     )
     size_col, real_col, window_col = st.columns(3)
-    size_col.metric("Cache for this prompt", kib(shape.bytes_for(len(ids))),
+    size_col.metric("This prompt's cache", kib(shape.bytes_for(len(ids))),
                     help="layers x KV heads x head_dim x 2 x positions x bytes per number")
-    real_col.metric("Measured: the real cache tensors", kib(measured.total_bytes),
+    real_col.metric("Measured tensors", kib(measured.total_bytes),
                     help=f"Sum of the sizes of the {measured.tensors} key and value tensors after a real prefill; "
                          f"each key tensor has shape {measured.key_shape} (batch, KV heads, positions, head_dim).")
-    window_col.metric(f"At the full {loaded.context_window:,}-token window", kib(shape.bytes_for(loaded.context_window)),
-                      help="Per request: a server keeps one such cache for every request it is decoding.")
+    window_col.metric("Full window", kib(shape.bytes_for(loaded.context_window)),
+                      help=f"All {loaded.context_window:,} positions of the window, for one request: a server keeps "
+                           "one such cache for every request it is decoding.")
     if measured.total_bytes != shape.bytes_for(len(ids)):
         st.error("The real cache differs from the formula: the model stores its cache differently.")
     st.plotly_chart(cache_growth(shape.bytes_per_token, shape.multi_head_bytes_per_token, loaded.context_window,
@@ -75,16 +76,17 @@ with stage_page("kv-cache") as settings:
     st.markdown(
         f"Prefill runs all prompt tokens through the model at once, so its time grows with the prompt: "
         f"{short.prefill_seconds * 1000:,.0f} ms for {short.prompt_tokens} tokens, "
-        f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {len(ids)} tokens: "
-        f"{mine.prefill_seconds * 1000:,.0f} ms). That is the time to first token. A decode step runs one token "
-        f"against the cache, so it barely changes: {short.decode_mean * 1000:,.0f} ms per token after "
-        f"{short.prompt_tokens} tokens, {long.decode_mean * 1000:,.0f} ms after {long.prompt_tokens:,}. That is the "
-        "inter-token latency."
+        f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} ({long.prefill_seconds / short.prefill_seconds:,.1f}x; "
+        f"this prompt, {len(ids)} tokens: {mine.prefill_seconds * 1000:,.0f} ms). That is the time to first token. A "
+        f"decode step runs one new token against the cache: {short.decode_median * 1000:,.0f} ms after "
+        f"{short.prompt_tokens} tokens, {long.decode_median * 1000:,.0f} ms after {long.prompt_tokens:,} "
+        f"({long.decode_median / short.decode_median:,.1f}x). That is the inter-token latency: it grows only with the "
+        "cache it reads, a small part of each step's work next to the weights."
     )
     st.plotly_chart(latency_chart([p.prompt_tokens for p in points], [p.prefill_seconds * 1000 for p in points],
-                                  [p.decode_mean * 1000 for p in points], len(ids)), key="kv_latency", theme=None)
+                                  [p.decode_median * 1000 for p in points], len(ids)), key="kv_latency", theme=None)
     st.caption(f"Measured now on this machine: each prompt (this one's tokens repeated to length) prefilled with "
-               f"an empty cache, then {DECODE_STEPS} greedy decode steps averaged. Other work on the machine adds noise.")
+               f"an empty cache, then {DECODE_STEPS} greedy decode steps (median shown), on the engine's own forward pass. Other work on the machine adds noise.")
 
     st.subheader("Prefix caching: the API forgets, the server remembers", anchor=False)
     messages = (settings.prompt, *FOLLOW_UPS)
@@ -95,9 +97,12 @@ with stage_page("kv-cache") as settings:
         f"The API is stateless: turn {last.turn} of this conversation sends all **{last.prompt_tokens} tokens** of "
         f"its history again, of which {last.repeated_tokens} repeat the previous request word for word. A server "
         f"with a prefix cache keeps recent prompts' KV caches and reads a repeated beginning from there instead of "
-        f"recomputing it; the response reports those tokens as `usage.prompt_tokens_details.cached_tokens`. Here "
-        f"the server reported **{last.cached_tokens}** cached tokens on turn {last.turn}; its prefill took "
+        f"recomputing it (always computing the last prompt token, whose logits it needs); the response reports "
+        f"those tokens as `usage.prompt_tokens_details.cached_tokens`. Here the engine reported "
+        f"**{last.cached_tokens}** cached tokens on turn {last.turn}; its prefill took "
         f"{last.prefill_seconds * 1000:,.0f} ms against {last.cold_prefill_seconds * 1000:,.0f} ms from scratch."
+        + (f" Even turn 1 found {turns[0].cached_tokens} of its {turns[0].prompt_tokens} tokens cached: the journey "
+           "sent this very prompt a moment ago." if turns[0].cached_tokens else "")
     )
     st.plotly_chart(turns_chart([t.turn for t in turns], [t.cached_tokens for t in turns],
                                 [t.prompt_tokens - t.cached_tokens for t in turns],

@@ -1,13 +1,15 @@
-"""The handout opens in Debian's chromium with the network off and shows every stage and chart."""
+"""The handout opens in Debian's chromium with the network off and shows every stage and chart; the game in a browser."""
 
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from charts.handout import handout_document
 from lifecycle.forward import token_text
 from lifecycle.journey import JourneyInput, run_journey
 from lifecycle.kv_cache import KVCacheShape
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, main_text, open_page, wait_idle
 from ui.stages import PHASES
 
 PROMPT = 'Say hi. <script>window.injected = 1</script> & "quotes"'
@@ -46,3 +48,32 @@ def test_handout_opens_offline_with_every_stage_and_chart(browser, handout, scre
     assert not errors and all(url.startswith("file://") for url in requests)
     page.screenshot(path=screenshots / "handout-1024.png")
     context.close()
+
+
+def test_one_click_on_the_page_downloads_the_handout(app_url, page, browser, tmp_path):
+    open_page(page, app_url, "handout", prompt="Name a fruit.", max_tokens=4)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the handout (HTML)").click()
+    saved = tmp_path / "handout.html"
+    download.value.save_as(saved)
+    context = browser.new_context(offline=True)
+    opened = context.new_page()
+    opened.goto(saved.as_uri())
+    opened.wait_for_function("document.querySelectorAll('.chart .main-svg').length >= 8", timeout=30_000)
+    assert "Name a fruit." in opened.locator("pre").first.inner_text()
+    context.close()
+
+
+def test_a_round_of_the_game_in_the_browser(app_url, page):
+    open_page(page, app_url, "guess", prompt="Name a fruit.", max_tokens=4)
+    main = page.get_by_test_id("stMainBlockContainer")
+    expect(main.get_by_text("Rank", exact=True)).to_have_count(0)
+    main.get_by_role("textbox", name="…or type your own guess").fill("Apple")
+    main.get_by_role("button", name="Lock in and reveal").click()
+    expect(main.get_by_text("Rank", exact=True)).to_be_visible()
+    wait_idle(page)
+    assert "was read as the token" in main_text(page)
+    page.wait_for_function(CHARTS_DRAWN)
+    main.get_by_role("button", name="Next round").click()
+    expect(main.get_by_text("Round 2 of 4")).to_be_visible()

@@ -30,7 +30,7 @@ def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
     assert f"({loaded.model.config.num_attention_heads} x {len(ids)} x {len(ids)})" in shapes
     figure = plotly_figure(app, "forward_flow")
     labels = [a.text for a in figure.layout.annotations]
-    assert any(label.endswith(f"= {flow[-1].norm:,.1f}") for label in labels)
+    assert any(label.endswith(f"‖·‖ {flow[-1].norm:,.1f}") for label in labels)
     stack = plotly_figure(app, "forward_stack")
     line = next(t for t in stack.data if t.name == "residual stream")
     np.testing.assert_allclose(line.y, trace.stack.residual_norms, rtol=1e-6)

@@ -14,7 +14,7 @@ def test_sizes_latency_and_turns(run_page, loaded):
     shape = KVCacheShape.of(loaded.model)
     expected = f"{shape.bytes_for(len(ids)) / 2**20:,.2f} MiB"
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
-    assert metrics["Cache for this prompt"] == metrics["Measured: the real cache tensors"] == expected
+    assert metrics["This prompt's cache"] == metrics["Measured tensors"] == expected
     assert f"{len(ids)} positions" in app.markdown[1].value
     latency = plotly_figure(app, "kv_latency")
     assert len(ids) in list(latency.data[0].x) and max(latency.data[0].x) >= 512
