@@ -64,6 +64,7 @@ class PageVisit:
     runs: int = 0
     elements: int = 0
     headings: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # st.text and st.code bodies: user text, model output
     exceptions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -125,6 +126,10 @@ def _read_element(element, result: PageVisit) -> None:
     kind = element.WhichOneof("type")
     if kind == "heading":
         result.headings.append(element.heading.body)
+    elif kind == "text":
+        result.texts.append(element.text.body)
+    elif kind == "code":
+        result.texts.append(element.code.code_text)
     elif kind == "exception":
         result.exceptions.append(f"{element.exception.type}: {element.exception.message}"[:300])
     elif kind == "alert" and element.alert.format == element.alert.ERROR:

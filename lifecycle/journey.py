@@ -28,6 +28,7 @@ from lifecycle.context import (
     render_prompt,
 )
 from lifecycle.detokenize import DetokenizedStep, detokenize
+from lifecycle.engine.remote import remote_engine
 from lifecycle.errors import LifecycleError
 from lifecycle.forward import ForwardPass, run_forward, token_text
 from lifecycle.generate import Generation, GenerationStep, generate_steps
@@ -256,7 +257,8 @@ def answer(
 ) -> Answer:
     """Generate for real while producing the SSE stream, then detokenize and build the response.
 
-    ``on_step`` is called with each generated token as soon as it exists.
+    ``on_step`` is called with each generated token as soon as it exists. With
+    ``LIFECYCLE_ENGINE_URL`` set the tokens come from that remote engine (lifecycle.engine.remote).
     """
     check_runnable(prepared, loaded)
     inp, rendered = prepared.input, prepared.rendered
@@ -264,9 +266,15 @@ def answer(
     step_timings: dict = {}
     steps: list[GenerationStep] = []
 
+    remote = None if inp.raw else remote_engine()  # a chat API cannot take a raw completion of token ids
+    if remote is not None:
+        source = remote.generate_steps(loaded, prepared.request.to_payload(), cancelled, step_timings)
+    else:
+        source = generate_steps(loaded, rendered.ids, inp.sampling, inp.max_tokens, inp.stop,
+                                cancelled=cancelled, timings=step_timings)
+
     def recorded():
-        for step in generate_steps(loaded, rendered.ids, inp.sampling, inp.max_tokens, inp.stop,
-                                   cancelled=cancelled, timings=step_timings):
+        for step in source:
             steps.append(step)
             if on_step is not None:
                 on_step(step)
@@ -283,7 +291,8 @@ def answer(
         )
     )
     prefill = step_timings.get("prefill_seconds", 0.0)
-    timings = [StageTiming("prefill", prefill, f"{len(rendered.ids)} prompt tokens in one pass")]
+    where = f" on the remote engine {remote.base_url}" if remote is not None else ""
+    timings = [StageTiming("prefill", prefill, f"{len(rendered.ids)} prompt tokens in one pass{where}")]
     timings += [StageTiming(f"decode {step.index + 1}", step.seconds, repr(step.text)) for step in steps]
     generation = Generation.collect(rendered.ids, steps, prefill)
     clock = _Stopwatch()

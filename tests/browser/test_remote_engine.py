@@ -1,0 +1,69 @@
+"""The remote engine: a second `streamlit run app.py` generates through the first one's /v1 (LIFECYCLE_ENGINE_URL),
+while its pages' insides (inspection pass) still run on its own copy of the weights."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from bench.sessions import AppServer, visit
+from lifecycle.engine.remote import RemoteEngine, remote_engine
+from lifecycle.errors import LifecycleError
+from lifecycle.gateway import CallLog, default_call_log_path
+from lifecycle.journey import JourneyInput, prepare, run_journey
+from lifecycle.sampling import SamplingSettings
+from tests.browser.conftest import API_KEY_NAME
+
+pytestmark = pytest.mark.browser
+
+PROMPT = "What's the capital of India?"
+GREEDY = SamplingSettings(temperature=0.0)
+
+
+def test_remote_generation_gives_the_local_tokens_with_their_logprobs(app_url, api_key, loaded, monkeypatch):
+    inp = JourneyInput(PROMPT, sampling=GREEDY, max_tokens=24)
+    local = run_journey(inp, loaded)
+    monkeypatch.setenv("LIFECYCLE_ENGINE_URL", f"{app_url}/v1")
+    monkeypatch.setenv("LIFECYCLE_ENGINE_KEY", api_key)
+    remote = run_journey(inp, loaded)
+    assert remote.generation.token_ids == local.generation.token_ids  # greedy: the same model, the same tokens
+    assert remote.generation.text == local.generation.text and remote.generation.finish_reason == "stop"
+    assert "remote engine" in next(t.detail for t in remote.timings if t.stage == "prefill")
+    for mine, theirs in zip(local.generation.steps, remote.generation.steps):
+        assert theirs.probability == pytest.approx(mine.base_probability, abs=2e-3)
+        assert theirs.alternatives[0].id == mine.alternatives[0].id
+    assert [d.token_id for d in remote.detokenized] == remote.generation.token_ids
+
+
+def test_a_second_app_serves_its_pages_from_the_remote(app_url, api_key, loaded):
+    expected = run_journey(JourneyInput(PROMPT, sampling=GREEDY, max_tokens=24), loaded).generation
+    log = CallLog(default_call_log_path())
+    before = {record.id for record in log.recent(500)}
+    env = {"LIFECYCLE_ENGINE_URL": f"{app_url}/v1", "LIFECYCLE_ENGINE_KEY": api_key}
+    with AppServer(env) as second:
+        page = asyncio.run(visit(second.url, "detokenization", {"prompt": PROMPT, "temperature": 0, "max_tokens": 24}))
+    assert page.finished and not page.exceptions and not page.errors, page
+    assert expected.text in page.texts  # the raw content the second app shows came from the remote
+    calls = [record for record in log.recent(500) if record.id not in before]
+    assert len(calls) == 1, calls  # one generation, on the remote
+    assert (calls[0].key_name, calls[0].outcome, calls[0].completion_tokens) == (
+        API_KEY_NAME, "ok", expected.completion_tokens)
+
+
+def test_a_wrong_key_or_an_unreachable_engine_is_a_clear_error(app_url, loaded):
+    payload = prepare(JourneyInput(PROMPT, sampling=GREEDY, max_tokens=4), loaded.name).request.to_payload()
+    with pytest.raises(LifecycleError, match="answered 401"):
+        list(RemoteEngine(f"{app_url}/v1", "sk-wrong").generate_steps(loaded, payload))
+    with pytest.raises(LifecycleError, match="failed: ConnectError"):
+        list(RemoteEngine("http://127.0.0.1:9/v1").generate_steps(loaded, payload))
+
+
+def test_the_engine_url_setting_is_checked():
+    assert remote_engine({}) is None
+    engine = remote_engine({"LIFECYCLE_ENGINE_URL": "http://gpu-box:8000/v1", "LIFECYCLE_ENGINE_MODEL": "smol"})
+    assert engine == RemoteEngine("http://gpu-box:8000/v1", None, "smol")
+    with pytest.raises(LifecycleError, match="LIFECYCLE_ENGINE_URL"):
+        remote_engine({"LIFECYCLE_ENGINE_URL": "gpu-box:8000"})
+    assert os.environ.get("LIFECYCLE_ENGINE_URL") is None  # the suite itself generates locally
