@@ -102,6 +102,14 @@ def main() -> None:
     row("model.generate (tokens/s, incl. prefill)", f"{hf_tps:.1f}")
     row("  step loop / model.generate", f"{loop_tps / hf_tps:.2f}x", ">= 0.8x", check(loop_tps / hf_tps >= 0.8))
 
+    from lifecycle.block import open_block
+
+    ids = [int(i) for i in np.random.default_rng(2).integers(100, vocab, 128)]
+    plain_s = median_seconds(lambda: run_forward(loaded, ids, layers=[]), 3)
+    block_s = median_seconds(lambda: open_block(loaded, ids, loaded.num_layers // 2, len(ids) - 1), 3)
+    row("Forward pass page: hooked block trace, 128 tokens (ms)", f"{block_s * 1000:.0f}")
+    row("  hooked trace / plain forward", f"{block_s / plain_s:.2f}x", "<= 1.5x", check(block_s / plain_s <= 1.5))
+
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row("peak RSS of this process (MiB)", f"{peak_mib:.0f}", "(app budget 2,700)")
 

@@ -56,12 +56,17 @@ with stage_page("kv-cache") as settings:
     size_col, real_col, window_col = st.columns(3)
     size_col.metric("This prompt's cache", kib(shape.bytes_for(len(ids))),
                     help="layers x KV heads x head_dim x 2 x positions x bytes per number")
-    real_col.metric("Measured tensors", kib(measured.total_bytes),
-                    help=f"Sum of the sizes of the {measured.tensors} key and value tensors after a real prefill; "
-                         f"each key tensor has shape {measured.key_shape} (batch, KV heads, positions, head_dim).")
+    real_col.metric("Measured tensors", kib(measured.total_bytes))
     window_col.metric("Full window", kib(shape.bytes_for(loaded.context_window)),
                       help=f"All {loaded.context_window:,} positions of the window, for one request: a server keeps "
                            "one such cache for every request it is decoding.")
+    reserved = min(len(ids) + settings.max_tokens, loaded.context_window)
+    st.caption(
+        f"\"Measured\" sums the {measured.tensors} key and value tensors of a real prefill of this prompt, each key "
+        f"tensor shaped {measured.key_shape} (batch, KV heads, positions, head_dim). This app's engine allocates a "
+        f"request's cache once, for the prompt plus max_tokens ({reserved:,} positions, {kib(shape.bytes_for(reserved))}), "
+        "so decoding never reallocates; large servers hand it out in fixed-size blocks instead (paged attention)."
+    )
     if measured.total_bytes != shape.bytes_for(len(ids)):
         st.error("The real cache differs from the formula: the model stores its cache differently.")
     st.plotly_chart(cache_growth(shape.bytes_per_token, shape.multi_head_bytes_per_token, loaded.context_window,
