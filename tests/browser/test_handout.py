@@ -46,7 +46,7 @@ def test_handout_opens_offline_with_every_stage_and_chart(browser, handout, scre
     assert page.evaluate("window.injected") is None  # the prompt's <script> is text, not code
     assert PROMPT in page.locator("pre").first.inner_text()
     assert not errors and all(url.startswith("file://") for url in requests)
-    page.screenshot(path=screenshots / "handout-1024.png")
+    page.screenshot(path=screenshots / "handout-1024.png", full_page=True)
     context.close()
 
 
