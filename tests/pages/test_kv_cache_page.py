@@ -19,6 +19,7 @@ def test_sizes_latency_and_turns(run_page, loaded):
     latency = plotly_figure(app, "kv_latency")
     assert len(ids) in list(latency.data[0].x) and max(latency.data[0].x) >= 512
     turns = app.dataframe[0].value
-    sent = turns["prompt tokens sent"].tolist()
+    sent = turns["sent"].tolist()
     assert sent[0] == len(ids) and sent == sorted(sent) and len(sent) == 3
-    assert (turns["same as the previous request"][1:] >= turns["prompt tokens sent"][:-1].values).all()
+    assert (turns["repeated"][1:].values >= turns["sent"][:-1].values).all()
+    assert (turns["cached_tokens"][1:].values >= turns["sent"][:-1].values).all()  # the prefix cache served them
