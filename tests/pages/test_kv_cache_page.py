@@ -8,7 +8,8 @@ PROMPT = "Why is the sea salty?"
 
 
 def test_sizes_latency_and_turns(run_page, loaded):
-    app = run_page("kv-cache", prompt=PROMPT, temperature=0, max_tokens=3)
+    # The page times prefills up to 512 tokens and plays three turns: allow for a busy machine.
+    app = run_page("kv-cache", timeout=420, prompt=PROMPT, temperature=0, max_tokens=3)
     assert not app.exception and not app.error
     ids = render_prompt(Conversation(new_message=PROMPT)).ids
     shape = KVCacheShape.of(loaded.model)
