@@ -116,6 +116,32 @@ def test_chunked_prefill_equals_one_pass_logits(loaded):
     assert int(one_pass.argmax()) == int(reference.argmax())
 
 
+def test_batched_decode_attention_in_the_pool_equals_attention_alone(loaded):
+    engine = shared_engine(loaded)
+    stack, pool = engine.stack, engine.pool
+    prompts = [chat_ids(loaded, q) for q in QUESTIONS]
+
+    def prefilled(cache_of):
+        caches = [cache_of(len(ids) + 1) for ids in prompts]
+        for ids, cache in zip(prompts, caches):
+            stack.forward([Segment(ids, 0, cache, False)])
+        return caches
+
+    with Paused(engine):  # the pool is the engine's: nothing else may use it meanwhile
+        pooled = prefilled(pool.acquire)
+        alone = prefilled(stack.new_cache)
+        try:
+            assert all(cache.slot is not None for cache in pooled)
+            step = [Segment([ids[-1]], len(ids), cache, True) for ids, cache in zip(prompts, pooled)]
+            batched = stack.forward(step, pool)
+            singles = torch.cat([stack.forward([Segment([ids[-1]], len(ids), cache, True)])
+                                 for ids, cache in zip(prompts, alone)])
+        finally:
+            for cache in pooled:
+                pool.release(cache)
+    assert torch.allclose(batched, singles, atol=1e-4)
+
+
 def test_a_resent_conversation_prefix_comes_from_the_cache(loaded):
     tokenizer = loaded.tokenizer
     first_turn = [{"role": "user", "content": "Name a large animal that lives in the sea."}]
