@@ -31,10 +31,12 @@ def chat_ids(loaded, question: str) -> list[int]:
 
 def hf_greedy(loaded, ids: list[int], max_tokens: int) -> list[int]:
     """The reference: plain ``model.generate``, stopping at the same end-of-sequence tokens."""
-    with loaded.lock, torch.inference_mode():
-        out = loaded.model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False,
-                                    eos_token_id=sorted(end_of_sequence_ids(loaded)))
-    return out[0, len(ids):].tolist()
+    def job(model):
+        with torch.inference_mode():
+            return model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False,
+                                  eos_token_id=sorted(end_of_sequence_ids(loaded)))
+
+    return shared_engine(loaded).run(job)[0, len(ids):].tolist()
 
 
 class Paused:
@@ -110,8 +112,8 @@ def test_chunked_prefill_equals_one_pass_logits(loaded):
         chunk = ids[start:start + 7]
         logits = stack.forward([Segment(chunk, start, cache, start + len(chunk) == len(ids))])
     assert torch.allclose(logits[0], one_pass, atol=1e-4)
-    with loaded.lock, torch.inference_mode():
-        reference = loaded.model(torch.tensor([ids])).logits[0, -1]
+    with torch.inference_mode():
+        reference = shared_engine(loaded).run(lambda model: model(torch.tensor([ids])).logits[0, -1])
     assert torch.allclose(one_pass, reference, atol=1e-3)
     assert int(one_pass.argmax()) == int(reference.argmax())
 
@@ -279,3 +281,13 @@ def test_run_returns_results_and_reraises_errors(loaded):
 
     with pytest.raises(ValueError, match="inspection failed"):
         engine.run(broken)
+
+
+def test_a_generation_reports_its_wait_and_cached_prompt_tokens(loaded):
+    ids = chat_ids(loaded, "What is the tallest mountain on Earth?")
+    first = generate(loaded, ids, GREEDY, 4)
+    again = generate(loaded, ids, GREEDY, 4)
+    assert again.cached_tokens == len(ids) - 1  # the last prompt token always runs, for its logits
+    assert first.cached_tokens < again.cached_tokens
+    assert again.waited_seconds >= 0 and again.prefill_seconds > 0
+    assert again.token_ids == first.token_ids
