@@ -15,23 +15,24 @@ MIB = 2**20
 
 def cache_growth(bytes_per_token: int, multi_head_bytes_per_token: int, window: int,
                  marks: Sequence[tuple[str, int]]) -> go.Figure:
-    """Cache size against positions up to the window, with grouped-query and full multi-head attention;
-    ``marks`` are (label, positions) points of this run."""
-    positions = np.array([0, window])
+    """Cache size against positions from 1 to the window, with grouped-query and full multi-head attention;
+    ``marks`` are (label, positions) points of this run. Both axes are logarithmic, so a short prompt and the
+    whole window fit one chart and the two lines run parallel, a constant factor apart."""
+    positions = np.unique(np.geomspace(1, window, 60).round().astype(int))
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=positions, y=positions * multi_head_bytes_per_token / MIB, mode="lines",
                                 name="if every query head had its own K/V", line=dict(color=MUTED, dash="dash", width=3),
-                                hovertemplate="%{x:,} positions: %{y:,.1f} MiB<extra></extra>"))
+                                hovertemplate="%{x:,} positions: %{y:,.2f} MiB<extra></extra>"))
     figure.add_trace(go.Scatter(x=positions, y=positions * bytes_per_token / MIB, mode="lines",
                                 name="this model (grouped-query)", line=dict(color=OKABE_ITO[0], width=3),
-                                hovertemplate="%{x:,} positions: %{y:,.1f} MiB<extra></extra>"))
+                                hovertemplate="%{x:,} positions: %{y:,.2f} MiB<extra></extra>"))
     for index, (label, count) in enumerate(marks):
         figure.add_trace(go.Scatter(x=[count], y=[count * bytes_per_token / MIB], mode="markers", name=label,
                                     marker=dict(size=13, color=OKABE_ITO[[1, 5, 2][index % 3]]),
                                     hovertemplate=f"{label}: %{{x:,}} positions, %{{y:,.2f}} MiB<extra></extra>"))
-    figure.update_layout(template=TEMPLATE, height=420, legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.8)"),
-                         xaxis=dict(title=axis_title("Positions in the cache", "tokens"), rangemode="tozero"),
-                         yaxis=dict(title=axis_title("Cache size", "MiB"), rangemode="tozero"))
+    figure.update_layout(template=TEMPLATE, height=440, legend=dict(x=0.01, y=0.99, bgcolor="rgba(255,255,255,0.8)"),
+                         xaxis=dict(title=axis_title("Positions in the cache", "tokens, log scale"), type="log"),
+                         yaxis=dict(title=axis_title("Cache size", "MiB, log scale"), type="log"))
     return figure
 
 

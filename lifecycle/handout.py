@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from lifecycle.journey import Journey
+from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, tokenize
 
 MAX_SHOWN_TOKENS = 80
 
@@ -55,7 +56,9 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
                                                       "(prompt + max_tokens)")]),
         HandoutSection("Tokenization", "The text becomes token ids from the model's vocabulary.",
                        [("characters", f"{len(user_tokens.text):,}"), ("tokens", f"{user_tokens.count:,}"),
-                        ("characters per token", f"{len(user_tokens.text) / max(1, user_tokens.count):.2f}")],
+                        ("characters per token", f"{len(user_tokens.text) / max(1, user_tokens.count):.2f}")]
+                       + [(f"tokens with {name}", f"{tokenize(journey.input.prompt, name).count:,}")
+                          for name in ENCODINGS if name != MODEL_ENCODING],
                        literal=" | ".join(repr(t.text) for t in user_tokens.tokens[:MAX_SHOWN_TOKENS])
                        + (" …" if user_tokens.count > MAX_SHOWN_TOKENS else "")),
         HandoutSection("Context window", "The chat template wraps every message in role markers; all of it, plus "

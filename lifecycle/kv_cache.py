@@ -119,7 +119,7 @@ def measure_latency(stack, chunk: int, ids: Sequence[int], lengths: Sequence[int
     """For each length n: prefill the first n of ``ids`` (repeated when shorter) into an empty cache, then
     decode ``decode_steps`` greedy tokens one at a time against it, each call timed alone. ``stack`` and
     ``chunk`` are the engine's, so these are the times the engine itself takes. One untimed short run
-    first warms the kernels, so the first length measured is not charged for it."""
+    first warms the caches, so the first length measured is not charged for it."""
     from lifecycle.engine.llama import Segment
 
     ids = [int(i) for i in ids]
@@ -157,9 +157,11 @@ def cache_report(loaded, ids: Sequence[int]) -> CacheMeasurement:
 
 
 def latency_report(loaded, ids: Sequence[int], lengths: Sequence[int], decode_steps: int = 4) -> list[LatencyPoint]:
-    """``measure_latency`` with the engine's own stack, as an engine job (nothing else runs meanwhile)."""
+    """``measure_latency`` with the engine's own stack, one engine job per length: each job has the model to
+    itself (so its times are clean), and other requests' steps run between them."""
     from lifecycle.engine import shared_engine
 
     engine = shared_engine(loaded)
     _checked(loaded.model, ids)
-    return engine.run(lambda _model: measure_latency(engine.stack, engine.prefill_chunk, ids, lengths, decode_steps))
+    return [point for length in sorted({int(n) for n in lengths}) for point in engine.run(
+        lambda _model, length=length: measure_latency(engine.stack, engine.prefill_chunk, ids, [length], decode_steps))]

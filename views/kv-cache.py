@@ -56,12 +56,17 @@ with stage_page("kv-cache") as settings:
     size_col, real_col, window_col = st.columns(3)
     size_col.metric("This prompt's cache", kib(shape.bytes_for(len(ids))),
                     help="layers x KV heads x head_dim x 2 x positions x bytes per number")
-    real_col.metric("Measured tensors", kib(measured.total_bytes),
-                    help=f"Sum of the sizes of the {measured.tensors} key and value tensors after a real prefill; "
-                         f"each key tensor has shape {measured.key_shape} (batch, KV heads, positions, head_dim).")
+    real_col.metric("Measured tensors", kib(measured.total_bytes))
     window_col.metric("Full window", kib(shape.bytes_for(loaded.context_window)),
                       help=f"All {loaded.context_window:,} positions of the window, for one request: a server keeps "
                            "one such cache for every request it is decoding.")
+    reserved = min(len(ids) + settings.max_tokens, loaded.context_window)
+    st.caption(
+        f"\"Measured\" sums the {measured.tensors} key and value tensors of a real prefill of this prompt, each key "
+        f"tensor shaped {measured.key_shape} (batch, KV heads, positions, head_dim). This app's engine allocates a "
+        f"request's cache once, for the prompt plus max_tokens ({reserved:,} positions, {kib(shape.bytes_for(reserved))}), "
+        "so decoding never reallocates; large servers hand it out in fixed-size blocks instead (paged attention)."
+    )
     if measured.total_bytes != shape.bytes_for(len(ids)):
         st.error("The real cache differs from the formula: the model stores its cache differently.")
     st.plotly_chart(cache_growth(shape.bytes_per_token, shape.multi_head_bytes_per_token, loaded.context_window,
@@ -76,17 +81,18 @@ with stage_page("kv-cache") as settings:
     st.markdown(
         f"Prefill runs all prompt tokens through the model at once, so its time grows with the prompt: "
         f"{short.prefill_seconds * 1000:,.0f} ms for {short.prompt_tokens} tokens, "
-        f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} ({long.prefill_seconds / short.prefill_seconds:,.1f}x; "
-        f"this prompt, {len(ids)} tokens: {mine.prefill_seconds * 1000:,.0f} ms). That is the time to first token. A "
-        f"decode step runs one new token against the cache: {short.decode_median * 1000:,.0f} ms after "
+        f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {len(ids)} tokens: "
+        f"{mine.prefill_seconds * 1000:,.0f} ms). That is the time to first token. A decode step runs one new token against the cache: {short.decode_median * 1000:,.0f} ms after "
         f"{short.prompt_tokens} tokens, {long.decode_median * 1000:,.0f} ms after {long.prompt_tokens:,} "
-        f"({long.decode_median / short.decode_median:,.1f}x). That is the inter-token latency: it grows only with the "
-        "cache it reads, a small part of each step's work next to the weights."
+        f"({long.decode_median / short.decode_median:,.1f}x, against {long.prefill_seconds / short.prefill_seconds:,.1f}x "
+        "for prefill). That is the inter-token latency: each step reads the whole cache, but that is a small part of "
+        "its work next to reading all the weights, whatever the prompt's length."
     )
     st.plotly_chart(latency_chart([p.prompt_tokens for p in points], [p.prefill_seconds * 1000 for p in points],
                                   [p.decode_median * 1000 for p in points], len(ids)), key="kv_latency", theme=None)
-    st.caption(f"Measured now on this machine: each prompt (this one's tokens repeated to length) prefilled with "
-               f"an empty cache, then {DECODE_STEPS} greedy decode steps (median shown), on the engine's own forward pass. Other work on the machine adds noise.")
+    st.caption(f"Measured now on this machine with the engine's own forward pass: each prompt (this one's tokens "
+               f"repeated to length) prefilled into an empty cache, then {DECODE_STEPS} greedy decode steps (median "
+               "shown). Other work on the machine adds noise.")
 
     st.subheader("Prefix caching: the API forgets, the server remembers", anchor=False)
     messages = (settings.prompt, *FOLLOW_UPS)
@@ -111,15 +117,18 @@ with stage_page("kv-cache") as settings:
     st.dataframe(
         {
             "turn": [t.turn for t in turns],
-            "prompt tokens sent": [t.prompt_tokens for t in turns],
-            "same as the previous request": [t.repeated_tokens for t in turns],
-            "cached_tokens (reported)": [t.cached_tokens for t in turns],
-            "prefill as served (ms)": [round(t.prefill_seconds * 1000, 1) for t in turns],
-            "prefill from scratch (ms)": [round(t.cold_prefill_seconds * 1000, 1) for t in turns],
+            "sent": [t.prompt_tokens for t in turns],
+            "repeated": [t.repeated_tokens for t in turns],
+            "cached_tokens": [t.cached_tokens for t in turns],
+            "prefill (ms)": [round(t.prefill_seconds * 1000, 1) for t in turns],
+            "from scratch (ms)": [round(t.cold_prefill_seconds * 1000, 1) for t in turns],
             "saved (ms)": [round(t.saved_seconds * 1000, 1) for t in turns],
         },
         hide_index=True,
     )
+    st.caption("Per turn: prompt tokens sent, how many repeat the previous request exactly, how many the engine "
+               "served from its prefix cache (`cached_tokens`), and the prefill as served against the same prompt "
+               "prefilled from scratch, both measured.")
     with st.expander("The conversation (greedy answers, at most "
                      f"{TURN_TOKENS} tokens each)"):
         for turn in turns:

@@ -9,7 +9,7 @@ from charts.handout import handout_document
 from lifecycle.forward import token_text
 from lifecycle.journey import JourneyInput, run_journey
 from lifecycle.kv_cache import KVCacheShape
-from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, main_text, open_page, wait_idle
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, main_text, open_page, wait_idle
 from ui.stages import PHASES
 
 PROMPT = 'Say hi. <script>window.injected = 1</script> & "quotes"'
@@ -46,7 +46,7 @@ def test_handout_opens_offline_with_every_stage_and_chart(browser, handout, scre
     assert page.evaluate("window.injected") is None  # the prompt's <script> is text, not code
     assert PROMPT in page.locator("pre").first.inner_text()
     assert not errors and all(url.startswith("file://") for url in requests)
-    page.screenshot(path=screenshots / "handout-1024.png")
+    page.screenshot(path=screenshots / "handout-1024.png", full_page=True)
     context.close()
 
 
@@ -65,7 +65,7 @@ def test_one_click_on_the_page_downloads_the_handout(app_url, page, browser, tmp
     context.close()
 
 
-def test_a_round_of_the_game_in_the_browser(app_url, page):
+def test_a_round_of_the_game_in_the_browser(app_url, page, screenshots):
     open_page(page, app_url, "guess", prompt="Name a fruit.", max_tokens=4)
     main = page.get_by_test_id("stMainBlockContainer")
     expect(main.get_by_text("Rank", exact=True)).to_have_count(0)
@@ -75,5 +75,7 @@ def test_a_round_of_the_game_in_the_browser(app_url, page):
     wait_idle(page)
     assert "was read as the token" in main_text(page)
     page.wait_for_function(CHARTS_DRAWN)
+    page.set_viewport_size({"width": 1024, "height": 768})
+    full_screenshot(page, screenshots / "guess-revealed-1024.png")
     main.get_by_role("button", name="Next round").click()
     expect(main.get_by_text("Round 2 of 4")).to_be_visible()
