@@ -18,7 +18,7 @@ from charts.forward_pass import (
 from lifecycle.block import ForwardTrace, block_flow, lens_guesses, open_block, rope_pair
 from lifecycle.forward import token_text
 from lifecycle.model import LoadedModel
-from ui.cache import cached_journey, per_prompt_cache
+from ui.cache import per_prompt_cache, prepared_prompt
 from ui.frame import lesson, loaded_model, stage_page
 
 SHOWN_DIMS = 64
@@ -32,9 +32,8 @@ def traced(ids: tuple[int, ...], layer: int, position: int, _loaded: LoadedModel
 
 
 with stage_page("forward-pass") as settings:
-    journey = cached_journey(settings)
     loaded = loaded_model()
-    ids = journey.forward.ids
+    ids = prepared_prompt(settings).rendered.ids
     texts = [token_text(loaded, i) for i in ids]
     labels = token_labels(texts)
     config = loaded.model.config

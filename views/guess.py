@@ -8,7 +8,7 @@ from charts.embeddings import quoted
 from charts.next_token import candidate_bars
 from lifecycle.errors import LifecycleError
 from lifecycle.guess import POINTS_BY_RANK, round_options, score_guess, score_token
-from ui.cache import cached_journey
+from ui.cache import inspected_prompt
 from ui.frame import lesson, loaded_model, show_text, stage_page
 
 FIXED_ROUNDS = (
@@ -121,7 +121,7 @@ with stage_page("guess") as settings:
         st.subheader(f"Round {index + 1} of {len(prompts)}", anchor=False)
         st.caption("The prompt (sent in the chat template; the model answers as the assistant):")
         show_text(prompts[index])
-        distribution = cached_journey(replace(settings, prompt=prompts[index])).next_token
+        distribution = inspected_prompt(replace(settings, prompt=prompts[index]))[1].next_token
         if len(results) == index:
             ask(distribution, index, results)
         else:

@@ -6,7 +6,7 @@ from charts.kv_cache import MIB, cache_growth, latency_chart, turns_chart
 from lifecycle.kv_cache import CacheMeasurement, KVCacheShape, LatencyPoint, cache_report, latency_report
 from lifecycle.model import LoadedModel
 from lifecycle.multiturn import TurnUsage, replay_turns
-from ui.cache import cached_journey, per_prompt_cache
+from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
 
 SWEEP = (16, 64, 256, 512)
@@ -35,12 +35,12 @@ def kib(count: int) -> str:
 
 
 with stage_page("kv-cache") as settings:
-    journey = cached_journey(settings)
+    prepared, answer = answered_prompt(settings)
     loaded = loaded_model()
-    ids = journey.forward.ids
+    ids = prepared.rendered.ids
     shape = KVCacheShape.of(loaded.model)
     measured = measured_cache(tuple(ids), loaded)
-    generated = journey.generation.completion_tokens
+    generated = answer.generation.completion_tokens
     after = len(ids) + max(0, generated - 1)  # the last token is returned, never fed back
     ratio = shape.query_heads // shape.kv_heads
     lesson(
