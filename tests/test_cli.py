@@ -61,3 +61,20 @@ def test_bad_input_exits_non_zero_with_one_line_and_no_traceback():
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_keys_prints_a_sheet_the_server_accepts(capsys):
+    from lifecycle.server.config import api_config
+
+    assert main(["keys", "--count", "30"]) == 0
+    sheet = capsys.readouterr().out
+    exported = next(line for line in sheet.splitlines() if line.startswith("export LIFECYCLE_API_KEYS="))
+    toml = next(line for line in sheet.splitlines() if line.startswith("LIFECYCLE_API_KEYS = "))
+    value = exported.split("=", 1)[1].strip("'")
+    assert toml == f'LIFECYCLE_API_KEYS = "{value}"'
+    config = api_config({}, environ={"LIFECYCLE_API_KEYS": value, "LIFECYCLE_ADMIN_KEYS": "admin"})
+    assert list(config.keys) == ["admin"] + [f"participant{n:02d}" for n in range(1, 31)]
+    assert len(set(config.keys.values())) == 31 and config.is_admin("admin") and not config.is_admin("participant01")
+    slips = [line.split() for line in sheet.splitlines() if line.startswith("participant")]
+    assert {name: key for name, key in slips} == {n: k for n, k in config.keys.items() if n != "admin"}
+    assert main(["keys", "--count", "0"]) == 2

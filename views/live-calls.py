@@ -50,15 +50,16 @@ KEY_STATE = "live_calls_key"  # session state only: the key this visitor present
 
 def _reader(server: ApiServer) -> CallReader:
     """Who this visitor is: the key they presented on this page (kept in their session only)."""
-    with st.expander("Your calls: present your API key", expanded=not st.session_state.get(KEY_STATE),
-                     icon=":material/key:"):
+    return call_reader(st.session_state.get(KEY_STATE) or None, server.config, local_only())
+
+
+def _key_box(reader: CallReader) -> None:
+    with st.expander("Your calls: present your API key", expanded=not reader.sees_any, icon=":material/key:"):
         st.text_input("API key", type="password", key=KEY_STATE, autocomplete="off",
                       help="Only the calls made with this key are listed. It stays in this browser session's "
                            "memory and is never logged or stored.")
-    reader = call_reader(st.session_state.get(KEY_STATE) or None, server.config, local_only())
     shown = "every call" if reader.sees_all else ("only your calls" if reader.sees_any else "no calls")
     st.caption(f"You see {shown}: {literal(reader.reason)}.")
-    return reader
 
 
 def _visible(reader: CallReader, calls: list) -> list:
@@ -306,6 +307,7 @@ with stage_page("live-calls", needs_prompt=False) as settings:
         f"{logged} Every call is kept with its whole journey, so the stages the other pages simulate can be "
         "seen here on a real request from a real client."
     )
+    _key_box(reader)
     st.session_state["live_calls_seen"] = _signature(log, reader)
     toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
     watch = toggle_column.toggle(

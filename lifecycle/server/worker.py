@@ -154,8 +154,8 @@ class GenerationJob:
                     exchange.ttft = exchange.ttft if exchange.ttft is not None else at
                 for choice in (data or {}).get("choices") or []:
                     exchange.finish_reason = choice.get("finish_reason") or exchange.finish_reason
-                if data is None:
-                    tail.append(sse)
+                if data is None or event.error is not None:  # after the log write: a client that has the
+                    tail.append(sse)                          # error (or [DONE]) can already find the row
                 else:
                     self._emit(sse)
         finally:

@@ -107,7 +107,9 @@ class _FakeServer(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def fake_server():
+def fake_server(monkeypatch):
+    """An OpenAI-like server on loopback, which this test's operator allows the page to reach."""
+    monkeypatch.setenv("LIFECYCLE_OUTBOUND_ALLOW", "127.0.0.1/32")
     _FakeServer.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeServer)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -136,7 +138,8 @@ def test_send_to_a_server_shows_the_real_exchange_and_never_the_key(run_page, fa
     frames = _table(app, "frame as received")
     assert list(frames["frame as received"])[-1] == "data: [DONE]"
     assert '"content": "Blue"' in list(frames["frame as received"])[1]
-    assert list(frames["carries"]) == ["role: assistant", '"Blue"', '"."', "finish_reason: stop", "[DONE]"]
+    assert list(frames["kind"]) == ["role", "content", "content", "finish", "done"]
+    assert list(frames["content"]) == ["", "Blue", ".", "", ""]
     assert "Blue." in texts(app)
     received = next(code for code in _codes(app) if code.startswith("HTTP/1.1 200 OK"))
     assert "x-request-id: req_fake" in received
@@ -145,10 +148,25 @@ def test_send_to_a_server_shows_the_real_exchange_and_never_the_key(run_page, fa
     assert "Authorization: Bearer ***" in "\n".join(_codes(app))
 
 
-def test_a_server_that_is_not_there_gives_a_message(run_page):
+def test_a_server_that_is_not_there_gives_a_message(run_page, monkeypatch):
+    monkeypatch.setenv("LIFECYCLE_OUTBOUND_ALLOW", "127.0.0.1/32")
     app = _send(run_page("request", prompt=PROMPT, max_tokens=4), "http://127.0.0.1:9/v1", "")
     assert not app.exception
-    assert any("No HTTP answer from http://127.0.0.1:9/v1/chat/completions" in e.value for e in app.error)
+    shown = [e.value.replace("\\", "").replace("\u200b", "") for e in app.error]  # as the reader sees it
+    assert any("No HTTP answer from http://127.0.0.1:9/v1/chat/completions" in text for text in shown)
+
+
+@pytest.mark.parametrize("base_url, reason", [
+    ("http://127.0.0.1:9/v1", r"127\.0\.0\.1 is a loopback address"),
+    ("http://169.254.169.254/latest", r"169\.254\.169\.254 is a link\-local address"),
+])
+def test_private_and_metadata_addresses_are_refused_in_one_line(run_page, fake_server, monkeypatch, base_url, reason):
+    monkeypatch.delenv("LIFECYCLE_OUTBOUND_ALLOW")  # the default of a server not bound to localhost
+    app = _send(run_page("request", prompt=PROMPT, max_tokens=4), base_url, SECRET)
+    assert not app.exception
+    refusal = next(e.value for e in app.error if "Refused" in e.value)
+    assert reason in refusal and "\n" not in refusal
+    assert _FakeServer.seen == [] and not [m for m in app.metric if m.label == "HTTP status"]
 
 
 def test_a_malformed_base_url_is_refused_with_a_message(run_page):
