@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from lifecycle.engine import shared_engine
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel
 from lifecycle.sampling import TokenCandidate, entropy_bits, top_candidates
@@ -86,21 +87,23 @@ def run_forward(
             param="max_attention_tokens",
         )
 
-    model = loaded.model
     captured: dict[str, object] = {"attentions": {}, "hidden": [None] * loaded.num_layers, "dropped_mass": []}
-    # Hooks go on the shared model only while we hold its lock, so no other call sees them.
-    with loaded.lock, torch.inference_mode():
-        handles = _install_hooks(model, chosen, shown, captured)
-        try:
-            started = time.perf_counter()
-            out = model(torch.tensor([ids]), use_cache=False, logits_to_keep=1)
-            seconds = time.perf_counter() - started
-        finally:
-            for handle in handles:
-                handle.remove()
-        hidden_last = torch.stack(captured["hidden"])
-        lens_logits = model.lm_head(model.model.norm(hidden_last))
 
+    def inspect(model):
+        # An exclusive engine job: no other work sees the hooks while they are on the shared model.
+        with torch.inference_mode():
+            handles = _install_hooks(model, chosen, shown, captured)
+            try:
+                started = time.perf_counter()
+                out = model(torch.tensor([ids]), use_cache=False, logits_to_keep=1)
+                seconds = time.perf_counter() - started
+            finally:
+                for handle in handles:
+                    handle.remove()
+            hidden_last = torch.stack(captured["hidden"])
+            return out, seconds, hidden_last, model.lm_head(model.model.norm(hidden_last))
+
+    out, seconds, hidden_last, lens_logits = shared_engine(loaded).run(inspect)
     last_logits = out.logits[0, -1].float().numpy()
     return ForwardPass(
         ids=ids,

@@ -11,6 +11,8 @@ Any step can be forced to another token, so a page can branch from an alternativ
 from __future__ import annotations
 
 import math
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,12 +20,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lifecycle.detokenize import IncrementalDetokenizer
+from lifecycle.engine import EngineRequest, current_origin, shared_engine
 from lifecycle.vocabulary import token_bytes, token_display
 from lifecycle.errors import LifecycleError
 from lifecycle.sampling import SampledDistribution, SamplingSettings, TokenCandidate, apply_sampling, choose_token
 
 ALTERNATIVES = 5
 TOP_LOGPROBS = 20  # OpenAI's maximum top_logprobs; every step keeps this many of the model's best
+# How often a consumer waiting for the next step re-checks whether the engine dropped the request.
+_POLL_SECONDS = 0.05
 END_OF_TEXT_TOKENS = ("<|endoftext|>", "<|im_end|>")
 
 
@@ -172,41 +177,34 @@ def generate_steps(
 ) -> Iterator[GenerationStep]:
     """Validate now (LifecycleError before any model work), then yield steps as they are generated.
 
-    The last step carries ``finished``. ``cancelled`` is checked after every model call; if it
-    is already true before the prefill nothing is yielded. ``loaded.lock`` is held only during
-    each model call, never while the consumer handles a step: the cache is private to this
-    generation, so a slow reader does not block other users of the model. ``timings`` (optional)
-    receives "prefill_seconds" once the prompt has run.
+    The request runs in the shared engine (lifecycle.engine), batched with everyone else's; the
+    sampling, stop strings and forced tokens run in its step callable. The last step carries
+    ``finished``. ``cancelled`` is checked between prefill chunks and after every token; if it is
+    already true before the prefill nothing is yielded. Closing the generator cancels the request.
+    ``timings`` (optional) receives "prefill_seconds", "waited_seconds" (in the engine's queue) and
+    "cached_tokens" (prompt tokens served by the prefix cache) once the prompt has run.
     """
     ids, stops = _check_request(loaded, prompt_ids, settings, max_tokens, stop, forced)
     return _steps(loaded, ids, settings, max_tokens, stops, dict(forced or {}), cancelled or (lambda: False), timings)
 
 
 def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings) -> Iterator[GenerationStep]:
-    import torch
-
+    """Submit to the engine a step callable that samples, records and decides; yield its records."""
     vocabulary = token_bytes(loaded)
     detokenizer = IncrementalDetokenizer(vocabulary)
     stop_text = _StopText(stops)
     eos = end_of_sequence_ids(loaded)
     rng = np.random.default_rng(settings.seed)
     history = list(ids)
-    if cancelled():
-        return
-    started = time.perf_counter()
-    with loaded.lock, torch.inference_mode():
-        out = loaded.model(input_ids=torch.tensor([ids]), use_cache=True, logits_to_keep=1)
-    cache, logits = out.cache, out.logits[0, -1]
-    if timings is not None:
-        timings["prefill_seconds"] = time.perf_counter() - started
+    records: queue.SimpleQueue[GenerationStep] = queue.SimpleQueue()
+    closed = threading.Event()
+    clock = {"index": 0, "last": None}
 
-    for index in range(max_tokens):
-        started = time.perf_counter()
-        if index:
-            with loaded.lock, torch.inference_mode():
-                out = loaded.model(input_ids=torch.tensor([[history[-1]]]), cache=cache, use_cache=True)
-            cache, logits = out.cache, out.logits[0, -1]
-        distribution = apply_sampling(logits.float().numpy(), settings, history, history[len(ids):])
+    def choose(logits: np.ndarray) -> int | None:
+        # A step's seconds: from the end of this request's previous step (so the batch's model call
+        # is included) to the end of its sampling; the first step's prefill is timed apart.
+        index, started = clock["index"], clock["last"] or time.perf_counter()
+        distribution = apply_sampling(logits, settings, history, history[len(ids):])
         token_id = int(forced[index]) if index in forced else choose_token(distribution, rng)
         history.append(token_id)
         delta, finished = _advance(detokenizer, stop_text, token_id, eos)
@@ -216,9 +214,56 @@ def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings)
             # Bytes of a character the model never finished are dropped, not shown as U+FFFD;
             # the step's ``held`` still records them.
             delta += stop_text.finish("")
-        yield _record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started)
-        if finished is not None:
+        records.put(_record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started))
+        clock["index"], clock["last"] = index + 1, time.perf_counter()
+        return None if finished else token_id
+
+    if cancelled():
+        return
+    origin = current_origin()
+    handle = shared_engine(loaded).submit(EngineRequest(
+        prompt_ids=ids,
+        max_tokens=max_tokens,
+        step=choose,
+        # Once decoding, the step callable notices cancellation itself and ends with a "cancelled" step.
+        cancelled=lambda: closed.is_set() or (clock["index"] == 0 and cancelled()),
+        label=origin.label,
+        tag=origin.tag,
+        started=origin.started,
+    ))
+    try:
+        yield from _drain(records, handle, timings)
+    finally:
+        closed.set()
+        handle.cancel()
+
+
+def _drain(records: queue.SimpleQueue, handle, timings: dict | None) -> Iterator[GenerationStep]:
+    """Yield the step callable's records until the last one (or the engine ends the request)."""
+    first = True
+    while True:
+        try:
+            record = records.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            if handle.done.is_set() and records.empty():
+                break
+            continue
+        if first:
+            _fill_timings(timings, handle)
+            first = False
+        yield record
+        if record.finished is not None:
             return
+    _fill_timings(timings, handle)
+    if handle.error is not None:
+        raise handle.error
+
+
+def _fill_timings(timings: dict | None, handle) -> None:
+    if timings is not None:
+        timings["prefill_seconds"] = handle.prefill_seconds
+        timings["waited_seconds"] = handle.waited_seconds
+        timings["cached_tokens"] = handle.cached_tokens
 
 
 def _advance(detokenizer: IncrementalDetokenizer, stop_text: _StopText, token_id: int, eos) -> tuple[str, str | None]:

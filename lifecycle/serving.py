@@ -1,15 +1,15 @@
-"""Serving: the one-at-a-time model queue in front of the loaded model, and the server's live state.
+"""Serving: the API's admission in front of the engine, and the server's live state.
 
-The model runs one request at a time (``LoadedModel.lock``). API calls wait their turn in a bounded
-first-in-first-out queue; when it is full a new call is refused at once (HTTP 503 with a
-``retry-after`` estimate) instead of piling up. Everything a "Live calls" view needs is here:
-whether the model is loading or ready, and every call that is queued or running right now
-(position, waited seconds, tokens generated so far). Finished calls live in the SQLite call log.
+Every model call runs in the shared engine (lifecycle.engine), which batches concurrent requests.
+API calls are admitted here first: when too many are already waiting for the engine a new call is
+refused at once (HTTP 503 with a ``retry-after`` estimate) instead of piling up. Everything a
+"Live calls" view needs is here: whether the model is loading or ready, and every call that is
+queued (waiting for the engine to start it) or running now (position, waited seconds, tokens
+generated so far). Finished calls live in the SQLite call log.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -17,15 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
+from lifecycle.engine import origin, shared_engine
+from lifecycle.engine.scheduler import DEFAULT_QUEUE_CAPACITY
 from lifecycle.model import LoadedModel, is_loaded, model_name, shared_model
-
-DEFAULT_QUEUE_CAPACITY = 8
-# Waiting threads re-check cancellation this often, so a client that leaves is dropped quickly.
-_POLL_SECONDS = 0.1
 
 
 class QueueFull(Exception):
-    """The model queue has no free place; ``retry_after`` is a whole number of seconds."""
+    """No free place in the queue; ``retry_after`` is a whole number of seconds."""
 
     def __init__(self, waiting: int, retry_after: int):
         super().__init__(f"The model queue is full ({waiting} requests waiting); retry in {retry_after} s.")
@@ -35,7 +33,8 @@ class QueueFull(Exception):
 
 @dataclass
 class LiveCall:
-    """One API call from admission until it leaves the queue. ``state``: queued -> running -> done."""
+    """One API call from admission until it leaves. ``state``: queued -> running (the engine
+    started its prefill) -> done."""
 
     id: str
     key_name: str | None
@@ -55,70 +54,50 @@ class LiveCall:
 
 
 class ModelQueue:
-    """A bounded FIFO of calls in front of ``loaded.lock``. ``capacity`` counts waiting calls only."""
+    """The API calls admitted and not yet finished. ``capacity`` counts calls still waiting for the
+    engine; the engine's own waiting queue (pages included) is checked too."""
 
     def __init__(self, capacity: int = DEFAULT_QUEUE_CAPACITY):
         self.capacity = capacity
         self._calls: list[LiveCall] = []
-        self._cond = threading.Condition()
-        self._mean_seconds = 5.0  # running mean of a call's model time, for retry-after estimates
+        self._lock = threading.Lock()
 
     def admit(self, call: LiveCall) -> None:
-        """Put a call at the back of the queue, or raise QueueFull without waiting."""
-        with self._cond:
+        """Accept a call, or raise QueueFull without waiting."""
+        engine = shared_engine(shared_model()) if is_loaded() else None
+        with self._lock:
             waiting = sum(1 for c in self._calls if c.state == "queued")
-            if waiting >= self.capacity:
-                raise QueueFull(waiting, self._retry_after(waiting))
+            if engine is not None:
+                waiting = max(waiting, engine.waiting_count())
+            if waiting >= min(self.capacity, engine.queue_capacity if engine else self.capacity):
+                retry = engine.retry_after(waiting) if engine else 1
+                raise QueueFull(waiting, retry)
             self._calls.append(call)
-
-    def _retry_after(self, waiting: int) -> int:
-        return max(1, math.ceil((waiting + 1) * self._mean_seconds))
 
     @contextmanager
     def turn(self, call: LiveCall, loaded: LoadedModel) -> Iterator[bool]:
-        """In the worker thread: wait until the call is first in line and holds the model lock.
+        """In the worker thread: the block in which the call's generation is submitted to the engine.
 
-        Yields True while holding ``loaded.lock``, or False if the call was cancelled while waiting.
-        The call always leaves the queue afterwards.
+        Yields False if the call was cancelled before it began, else True; engine requests made
+        inside are labelled "api" with the call's id, and the call turns "running" when the engine
+        starts its prefill. The call always leaves the queue afterwards.
         """
-        holding = False
+
+        def started(_waited: float) -> None:
+            with self._lock:
+                call.state, call.started_at = "running", time.time()
+
         try:
-            holding = self._wait_for_turn(call, loaded)
-            started = time.perf_counter()
-            if holding:
-                with self._cond:
-                    call.state, call.started_at = "running", time.time()
-            yield holding
+            with origin("api", call.id, started=started):
+                yield not call.cancel.is_set()
         finally:
-            if holding:
-                loaded.lock.release()
-                self._mean_seconds = 0.8 * self._mean_seconds + 0.2 * (time.perf_counter() - started)
-            with self._cond:
+            with self._lock:
                 call.state = "done"
                 self._calls.remove(call)
-                self._cond.notify_all()
-
-    def _wait_for_turn(self, call: LiveCall, loaded: LoadedModel) -> bool:
-        with self._cond:
-            while self._first_queued() is not call:
-                if call.cancel.is_set():
-                    return False
-                self._cond.wait(_POLL_SECONDS)
-        # First in line; the Streamlit pages may still hold the model lock for a while.
-        while not loaded.lock.acquire(timeout=_POLL_SECONDS):
-            if call.cancel.is_set():
-                return False
-        if call.cancel.is_set():
-            loaded.lock.release()
-            return False
-        return True
-
-    def _first_queued(self) -> LiveCall | None:
-        return next((c for c in self._calls if c.state == "queued"), None)
 
     def snapshot(self) -> list[LiveCall]:
         """Copies of the calls queued or running now, in arrival order."""
-        with self._cond:
+        with self._lock:
             return [replace(c) for c in self._calls]
 
 

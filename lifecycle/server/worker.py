@@ -64,7 +64,6 @@ class GenerationJob:
         tail: list[object] = []
         try:
             with model_queue().turn(self.call, self.loaded) as holding:
-                exchange.journey["queue_seconds"] = round(self.call.waited_seconds, 6)
                 if not holding:
                     exchange.step("queue", "cancelled", "The client left while the call was waiting.")
                     exchange.status, exchange.outcome, exchange.finish_reason = 499, "cancelled", "cancelled"
@@ -72,6 +71,7 @@ class GenerationJob:
                     tail = self._stream()
                 else:
                     tail = self._generate()
+                exchange.journey["queue_seconds"] = round(self.call.waited_seconds, 6)
         except Exception as error:
             _log.exception("generation failed for %s", exchange.id)
             exchange.outcome, exchange.status = "error", exchange.status or 500

@@ -1,0 +1,197 @@
+"""A lean fp32 Llama forward pass over a flattened batch, built from the loaded model's own weights.
+
+Every token the engine runs in one step (chunks of arriving prompts and one token per decoding
+request) goes through the dense matrix products together as a single [T, d] matrix, so the
+weights are read once per step however many requests share it. Attention alone is per request
+(torch SDPA with grouped-query attention) against that request's own preallocated KV tensor.
+Logits are computed only at the positions that need them.
+
+The query/key/value and gate/up projections are fused into one matrix each, and the Hugging Face
+modules' parameters are re-pointed to views of those fused matrices, so the weights exist once
+in memory and the Hugging Face model (used for the inspection passes) still computes with them.
+Every fact (sizes, heads, RoPE, norm epsilon, tied head) comes from the loaded model and config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tokens of one request in this step: ``ids`` at positions ``start`` .. ``start + len(ids) - 1``,
+    with attention against ``cache`` (that request's KV); ``wants_logits`` for its last position."""
+
+    ids: list[int]
+    start: int
+    cache: KVCache
+    wants_logits: bool
+
+
+class KVCache:
+    """One request's keys and values, preallocated: (layers, kv_heads, capacity, head_dim) each."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int):
+        self.keys = torch.empty(layers, kv_heads, capacity, head_dim)
+        self.values = torch.empty(layers, kv_heads, capacity, head_dim)
+        self.length = 0  # positions filled
+
+    @property
+    def capacity(self) -> int:
+        return self.keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.values.nbytes
+
+    def load_prefix(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
+        """Copy the first ``length`` positions of a cached prefix into this cache."""
+        self.keys[:, :, :length] = keys[:, :, :length]
+        self.values[:, :, :length] = values[:, :, :length]
+        self.length = length
+
+
+class LlamaStack:
+    """The decoder of a Llama-family model as a few fused tensors per layer."""
+
+    def __init__(self, model):
+        config = model.config
+        self.layers = int(config.num_hidden_layers)
+        self.heads = int(config.num_attention_heads)
+        self.kv_heads = int(getattr(config, "num_key_value_heads", None) or self.heads)
+        self.hidden = int(config.hidden_size)
+        self.head_dim = int(getattr(config, "head_dim", None) or self.hidden // self.heads)
+        self.eps = float(config.rms_norm_eps)
+        self.max_positions = int(config.max_position_embeddings)
+        self.scale = self.head_dim**-0.5
+        inner = model.model
+        self.embed = inner.embed_tokens.weight
+        self.norm = inner.norm.weight
+        head = model.lm_head
+        self.lm_head = head.weight
+        self.lm_bias = head.bias
+        self.cos, self.sin = _rope_tables(inner.rotary_emb, self.max_positions)
+        self.blocks = [_fuse_block(layer) for layer in inner.layers]
+
+    def new_cache(self, capacity: int) -> KVCache:
+        return KVCache(self.layers, self.kv_heads, self.head_dim, capacity)
+
+    @torch.inference_mode()
+    def forward(self, segments: list[Segment]) -> torch.Tensor:
+        """Run one step; return logits (one row per segment that wants them, in order)."""
+        ids, positions, bounds = [], [], []
+        for seg in segments:
+            n = len(seg.ids)
+            bounds.append((len(ids), len(ids) + n))
+            ids.extend(seg.ids)
+            positions.extend(range(seg.start, seg.start + n))
+        pos = torch.tensor(positions)
+        x = self.embed[torch.tensor(ids)]
+        cos, sin = self.cos[pos].unsqueeze(1), self.sin[pos].unsqueeze(1)
+        masks = [_prefix_causal_mask(seg.start, len(seg.ids)) for seg in segments]
+        h, kv, hd = self.heads, self.kv_heads, self.head_dim
+        half, qk_width, total = hd // 2, (h + kv) * hd, len(ids)
+        attn = torch.empty(total, h * hd)
+        for index, block in enumerate(self.blocks):
+            y = F.rms_norm(x, (self.hidden,), block.attn_norm, self.eps)
+            qkv = F.linear(y, block.qkv, block.qkv_bias)
+            qk = qkv[:, :qk_width].view(total, h + kv, hd)
+            rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+            qk = qk * cos + rotated * sin
+            q, k = qk[:, :h], qk[:, h:]
+            v = qkv[:, qk_width:].view(total, kv, hd)
+            for seg, (a, b), mask in zip(segments, bounds, masks):
+                end = seg.start + b - a
+                keys, values = seg.cache.keys[index], seg.cache.values[index]
+                keys[:, seg.start:end] = k[a:b].transpose(0, 1)
+                values[:, seg.start:end] = v[a:b].transpose(0, 1)
+                out = F.scaled_dot_product_attention(
+                    q[a:b].transpose(0, 1).unsqueeze(0),
+                    keys[:, :end].unsqueeze(0),
+                    values[:, :end].unsqueeze(0),
+                    attn_mask=mask,
+                    is_causal=mask is None and b - a > 1,
+                    scale=self.scale,
+                    enable_gqa=True,
+                )
+                attn[a:b] = out[0].transpose(0, 1).reshape(b - a, h * hd)
+            x = x + F.linear(attn, block.o, block.o_bias)
+            y = F.rms_norm(x, (self.hidden,), block.mlp_norm, self.eps)
+            gate_up = F.linear(y, block.gate_up, block.gate_up_bias)
+            gate, up = gate_up.chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, block.down, block.down_bias)
+        for seg in segments:
+            seg.cache.length = seg.start + len(seg.ids)
+        last = [b - 1 for seg, (_, b) in zip(segments, bounds) if seg.wants_logits]
+        if not last:
+            return torch.empty(0, self.lm_head.shape[0])
+        y = F.rms_norm(x[last], (self.hidden,), self.norm, self.eps)
+        return F.linear(y, self.lm_head, self.lm_bias)
+
+
+@dataclass(frozen=True)
+class _Block:
+    attn_norm: torch.Tensor
+    qkv: torch.Tensor
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor
+    o_bias: torch.Tensor | None
+    mlp_norm: torch.Tensor
+    gate_up: torch.Tensor
+    gate_up_bias: torch.Tensor | None
+    down: torch.Tensor
+    down_bias: torch.Tensor | None
+
+
+def _fuse(modules) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Concatenate the linear layers' weights (and biases) and re-point each module at its view."""
+    with torch.no_grad():
+        weight = torch.cat([m.weight.detach() for m in modules])
+        biases = [m.bias for m in modules]
+        bias = torch.cat([b.detach() for b in biases]) if all(b is not None for b in biases) else None
+        row = 0
+        for m in modules:
+            rows = m.weight.shape[0]
+            m.weight = torch.nn.Parameter(weight[row:row + rows], requires_grad=False)
+            if bias is not None:
+                m.bias = torch.nn.Parameter(bias[row:row + rows], requires_grad=False)
+            row += rows
+    return weight, bias
+
+
+def _fuse_block(layer) -> _Block:
+    attn, mlp = layer.self_attn, layer.mlp
+    qkv, qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+    gate_up, gate_up_bias = _fuse([mlp.gate_proj, mlp.up_proj])
+    return _Block(
+        attn_norm=layer.input_layernorm.weight.detach(),
+        qkv=qkv,
+        qkv_bias=qkv_bias,
+        o=attn.o_proj.weight.detach(),
+        o_bias=None if attn.o_proj.bias is None else attn.o_proj.bias.detach(),
+        mlp_norm=layer.post_attention_layernorm.weight.detach(),
+        gate_up=gate_up,
+        gate_up_bias=gate_up_bias,
+        down=mlp.down_proj.weight.detach(),
+        down_bias=None if mlp.down_proj.bias is None else mlp.down_proj.bias.detach(),
+    )
+
+
+def _rope_tables(rotary, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin for every position, (positions, head_dim), from the model's own rotary module."""
+    with torch.inference_mode():
+        ids = torch.arange(positions).unsqueeze(0)
+        cos, sin = rotary(torch.empty(1, dtype=torch.float32), ids)
+    return cos[0].float().clone(), sin[0].float().clone()
+
+
+def _prefix_causal_mask(start: int, n: int) -> torch.Tensor | None:
+    """Causal mask for ``n`` new queries after ``start`` cached keys (None: SDPA needs none or is_causal)."""
+    if n == 1 or start == 0:
+        return None
+    keys = torch.arange(start + n)
+    queries = torch.arange(start, start + n).unsqueeze(1)
+    return keys <= queries

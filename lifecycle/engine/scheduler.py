@@ -1,0 +1,416 @@
+"""The engine: one scheduler thread runs the model for every request, batching them step by step.
+
+Continuous batching: between two model steps, requests join (their prompts are prefilled in
+chunks, shortest remaining prompt first, so a long prompt never holds a short one up for more than
+one chunk) and leave (finished, cancelled, or failed). Each step runs every decoding request's
+newest token and the step's prefill chunks through the model together, then hands each request
+that reached a new position its next-token logits through its own ``step`` callable, which picks
+the token to feed next. Exclusive jobs (``run``) get the Hugging Face model between two steps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lifecycle.engine.llama import KVCache, LlamaStack, Segment
+from lifecycle.engine.prefix import PrefixCache, PrefixStats, budget_bytes
+
+DEFAULT_QUEUE_CAPACITY = 32
+DEFAULT_MAX_BATCH = 32
+DEFAULT_PREFILL_CHUNK = 256
+RECENT_STEPS = 200
+RATE_WINDOW_SECONDS = 10.0
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return max(1, int(value)) if value else default
+
+
+class EngineFull(Exception):
+    """The engine's waiting queue has no free place; ``retry_after`` is a whole number of seconds."""
+
+    def __init__(self, waiting: int, retry_after: int):
+        super().__init__(f"The model queue is full ({waiting} requests waiting); retry in {retry_after} s.")
+        self.waiting = waiting
+        self.retry_after = retry_after
+
+
+@dataclass
+class EngineRequest:
+    """What to generate from. ``step`` gets the next-token logits (fp32 numpy, shape (vocab,)) after
+    the prompt and after every fed token, in the engine thread, and returns the token id to feed
+    next or None to finish. ``tag`` is the caller's own id for this request (e.g. an API call id);
+    ``started`` (optional) is called in the engine thread with the seconds waited when its prefill
+    begins."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    step: Callable[[np.ndarray], int | None]
+    cancelled: Callable[[], bool] = lambda: False
+    label: str = "page"
+    tag: str | None = None
+    started: Callable[[float], None] | None = None
+
+
+class EngineHandle:
+    """A submitted request as it runs. ``done`` is set when it has left the engine; ``error`` then
+    holds what failed it (None for a normal or cancelled end)."""
+
+    def __init__(self, request_id: int, request: EngineRequest):
+        self.id = request_id
+        self.request = request
+        self.done = threading.Event()
+        self.error: Exception | None = None
+        self.cancelled = False
+        self.submitted_at = time.perf_counter()
+        self.started_at: float | None = None
+        self.waited_seconds = 0.0
+        self.prefill_seconds = 0.0
+        self.cached_tokens = 0
+        self.generated = 0
+        self.phase = "waiting"
+        self._cancel = threading.Event()
+
+    def cancel(self) -> None:
+        """Ask the engine to drop this request at its next step (or before it starts)."""
+        self._cancel.set()
+
+    def wants_out(self) -> bool:
+        return self._cancel.is_set() or bool(self.request.cancelled())
+
+
+@dataclass(frozen=True)
+class RunningRequest:
+    id: int
+    label: str
+    tag: str | None
+    prompt_tokens: int
+    generated: int
+    phase: str  # "prefill" or "decode"
+    cached_tokens: int
+    waited_seconds: float | None  # None until its first prefill chunk runs
+
+
+@dataclass(frozen=True)
+class WaitingRequest:
+    id: int
+    label: str
+    tag: str | None
+    position: int  # 1 = next to start
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    time: float  # epoch seconds at the end of the step
+    batch_size: int
+    request_ids: tuple[int, ...]
+    prefill_tokens: int
+    decode_tokens: int
+    generated_tokens: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class EngineState:
+    running: list[RunningRequest]
+    waiting: list[WaitingRequest]
+    steps: list[StepRecord]
+    tokens_per_second: float
+    prefix_cache: PrefixStats
+    queue_capacity: int
+    max_batch: int
+    prefill_chunk: int
+
+
+@dataclass
+class _Active:
+    """A request in the running batch: its KV cache, how far its prompt has run, its next token."""
+
+    handle: EngineHandle
+    cache: KVCache
+    fed: list[int]  # tokens whose keys and values are in ``cache`` or about to be
+    position: int  # prompt tokens done
+    next_token: int | None = None
+
+    @property
+    def prompt(self) -> list[int]:
+        return self.handle.request.prompt_ids
+
+    @property
+    def prefilling(self) -> bool:
+        return self.position < len(self.prompt)
+
+
+@dataclass
+class _Job:
+    work: Callable
+    done: threading.Event = field(default_factory=threading.Event)
+    result: object = None
+    error: BaseException | None = None
+
+
+class Engine:
+    """Runs ``loaded``'s model for every caller; see the module docstring."""
+
+    def __init__(self, loaded, queue_capacity: int | None = None, max_batch: int | None = None,
+                 prefill_chunk: int | None = None, prefix_cache_bytes: int | None = None):
+        self.loaded = loaded
+        self.queue_capacity = queue_capacity or _env_int("LIFECYCLE_QUEUE_CAPACITY", DEFAULT_QUEUE_CAPACITY)
+        self.max_batch = max_batch or _env_int("LIFECYCLE_MAX_BATCH", DEFAULT_MAX_BATCH)
+        self.prefill_chunk = prefill_chunk or _env_int("LIFECYCLE_PREFILL_CHUNK", DEFAULT_PREFILL_CHUNK)
+        self.prefix_cache = PrefixCache(budget_bytes() if prefix_cache_bytes is None else prefix_cache_bytes)
+        with loaded.lock:
+            self.stack = LlamaStack(loaded.model)
+        self._cond = threading.Condition()
+        self._waiting: deque[EngineHandle] = deque()
+        self._running: list[_Active] = []
+        self._jobs: deque[_Job] = deque()
+        self._steps: deque[StepRecord] = deque(maxlen=RECENT_STEPS)
+        self._ids = itertools.count(1)
+        self._mean_request_seconds = 5.0
+        self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
+        self._thread.start()
+
+    # --- callers -------------------------------------------------------------------------------
+
+    def submit(self, request: EngineRequest) -> EngineHandle:
+        """Queue a request; raise EngineFull at once when the waiting queue is full."""
+        with self._cond:
+            waiting = len(self._waiting)
+            if waiting >= self.queue_capacity:
+                raise EngineFull(waiting, self.retry_after(waiting))
+            handle = EngineHandle(next(self._ids), request)
+            self._waiting.append(handle)
+            self._cond.notify_all()
+        return handle
+
+    def run(self, work: Callable):
+        """Run ``work(model)`` on the scheduler thread between two steps; return its result or raise."""
+        if threading.current_thread() is self._thread:
+            return work(self.loaded.model)
+        job = _Job(work)
+        with self._cond:
+            self._jobs.append(job)
+            self._cond.notify_all()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def waiting_count(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+    def retry_after(self, waiting: int) -> int:
+        """Seconds until a place is likely free: the waiting requests, a batch at a time."""
+        batches = (waiting + 1) / self.max_batch
+        return max(1, math.ceil(batches * self._mean_request_seconds))
+
+    def state(self) -> EngineState:
+        with self._cond:
+            running = [
+                RunningRequest(a.handle.id, a.handle.request.label, a.handle.request.tag, len(a.prompt),
+                               a.handle.generated, "prefill" if a.prefilling else "decode", a.handle.cached_tokens,
+                               a.handle.waited_seconds if a.handle.started_at is not None else None)
+                for a in self._running
+            ]
+            waiting = [WaitingRequest(h.id, h.request.label, h.request.tag, i + 1) for i, h in enumerate(self._waiting)]
+            steps = list(self._steps)
+        return EngineState(running, waiting, steps, _rate(steps), self.prefix_cache.stats(),
+                           self.queue_capacity, self.max_batch, self.prefill_chunk)
+
+    # --- the scheduler thread ------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._jobs or self._waiting or self._running):
+                    self._cond.wait()
+                jobs = list(self._jobs)
+                self._jobs.clear()
+            for job in jobs:
+                self._run_job(job)
+            self._leave_cancelled()
+            self._admit()
+            if self._running:
+                self._step()
+
+    def _run_job(self, job: _Job) -> None:
+        try:
+            with self.loaded.lock:
+                job.result = job.work(self.loaded.model)
+        except BaseException as error:  # noqa: BLE001 - handed back to the caller
+            job.error = error
+        job.done.set()
+
+    def _leave_cancelled(self) -> None:
+        with self._cond:
+            waiting = [h for h in self._waiting if self._safe_wants_out(h)]
+            for handle in waiting:
+                self._waiting.remove(handle)
+        for handle in waiting:
+            self._finish_handle(handle, cancelled=True)
+        for active in [a for a in self._running if self._safe_wants_out(a.handle)]:
+            self._finish(active, cancelled=True)
+
+    def _safe_wants_out(self, handle: EngineHandle) -> bool:
+        try:
+            return handle.wants_out()
+        except Exception as error:  # noqa: BLE001 - a broken cancel check fails its own request
+            handle.error = handle.error or error
+            return True
+
+    def _admit(self) -> None:
+        while len(self._running) < self.max_batch:
+            with self._cond:
+                if not self._waiting:
+                    return
+                handle = self._waiting.popleft()
+            try:
+                self._running.append(self._activate(handle))
+            except Exception as error:  # noqa: BLE001 - e.g. no memory for its cache
+                handle.error = error
+                self._finish_handle(handle)
+
+    def _activate(self, handle: EngineHandle) -> _Active:
+        prompt = [int(i) for i in handle.request.prompt_ids]
+        handle.request.prompt_ids = prompt
+        capacity = min(len(prompt) + handle.request.max_tokens, self.stack.max_positions)
+        cache = self.stack.new_cache(capacity)
+        length, entry = self.prefix_cache.match(prompt, len(prompt) - 1)
+        if entry is not None:
+            cache.load_prefix(entry.keys, entry.values, length)
+        handle.cached_tokens = length
+        handle.phase = "prefill"
+        return _Active(handle, cache, list(prompt[:length]), length)
+
+    def _plan(self) -> list[tuple[_Active, Segment]]:
+        """This step's work: one token per decoding request, then prompt chunks, shortest first."""
+        plan = [(a, Segment([a.next_token], len(a.fed), a.cache, True)) for a in self._running if not a.prefilling]
+        budget = self.prefill_chunk
+        for active in sorted((a for a in self._running if a.prefilling), key=lambda a: len(a.prompt) - a.position):
+            if budget <= 0:
+                break
+            n = min(len(active.prompt) - active.position, budget)
+            budget -= n
+            chunk = active.prompt[active.position:active.position + n]
+            plan.append((active, Segment(chunk, active.position, active.cache, active.position + n == len(active.prompt))))
+        return plan
+
+    def _step(self) -> None:
+        plan = self._plan()
+        try:
+            with self.loaded.lock:
+                started = time.perf_counter()
+                for active, _ in plan:
+                    if active.handle.started_at is None:
+                        self._start(active.handle, started)
+                logits = self.stack.forward([segment for _, segment in plan]).numpy()
+        except Exception as error:  # noqa: BLE001 - the step failed as a whole; so do its requests
+            for active, _ in plan:
+                active.handle.error = error
+                self._finish(active)
+            return
+        ended = time.perf_counter()
+        rows = iter(logits)
+        prefill_tokens = decode_tokens = generated = 0
+        for active, segment in plan:
+            if active.prefilling:
+                prefill_tokens += len(segment.ids)
+                active.position += len(segment.ids)
+                active.fed.extend(segment.ids)
+                if not active.prefilling:
+                    self._prefilled(active, ended)
+            else:
+                decode_tokens += 1
+                active.fed.append(segment.ids[0])
+            if segment.wants_logits:
+                generated += self._choose(active, next(rows))
+        self._record(plan, prefill_tokens, decode_tokens, generated, ended - started)
+
+    def _start(self, handle: EngineHandle, now: float) -> None:
+        handle.started_at = now
+        handle.waited_seconds = now - handle.submitted_at
+        if handle.request.started is not None:
+            try:
+                handle.request.started(handle.waited_seconds)
+            except Exception as error:  # noqa: BLE001 - reported with the request, never kills the engine
+                handle.error = error
+
+    def _prefilled(self, active: _Active, now: float) -> None:
+        handle = active.handle
+        handle.prefill_seconds = now - handle.started_at
+        handle.phase = "decode"
+        if active.position > handle.cached_tokens:
+            self.prefix_cache.store(active.fed, active.cache.keys, active.cache.values)
+
+    def _choose(self, active: _Active, logits: np.ndarray) -> bool:
+        """Hand the request its logits; True when its step callable chose a token."""
+        handle = active.handle
+        try:
+            token = handle.request.step(np.array(logits, dtype=np.float32))
+        except Exception as error:  # noqa: BLE001 - a failing step callable fails its own request
+            handle.error = error
+            self._finish(active)
+            return False
+        if token is not None:
+            handle.generated += 1
+        if token is None or handle.generated >= handle.request.max_tokens or len(active.fed) >= active.cache.capacity:
+            self._finish(active)
+        else:
+            active.next_token = int(token)
+        return token is not None
+
+    def _finish(self, active: _Active, cancelled: bool = False) -> None:
+        if active in self._running:
+            self._running.remove(active)
+        if active.handle.error is None and not cancelled and len(active.fed) > len(active.prompt):
+            self.prefix_cache.store(active.fed, active.cache.keys, active.cache.values)
+        seconds = time.perf_counter() - (active.handle.started_at or active.handle.submitted_at)
+        self._mean_request_seconds = 0.8 * self._mean_request_seconds + 0.2 * seconds
+        self._finish_handle(active.handle, cancelled)
+
+    def _finish_handle(self, handle: EngineHandle, cancelled: bool = False) -> None:
+        handle.cancelled = cancelled
+        handle.phase = "done"
+        handle.done.set()
+
+    def _record(self, plan, prefill_tokens: int, decode_tokens: int, generated: int, seconds: float) -> None:
+        ids = tuple(sorted({active.handle.id for active, _ in plan}))
+        record = StepRecord(time.time(), len(ids), ids, prefill_tokens, decode_tokens, generated, seconds)
+        with self._cond:
+            self._steps.append(record)
+
+
+def _rate(steps: list[StepRecord]) -> float:
+    """Tokens generated per second by the whole engine over the last RATE_WINDOW_SECONDS."""
+    now = time.time()
+    recent = [s for s in steps if s.time >= now - RATE_WINDOW_SECONDS]
+    if not recent:
+        return 0.0
+    span = max(now - (recent[0].time - recent[0].seconds), 1e-6)
+    return sum(s.generated_tokens for s in recent) / span
+
+
+_engines: dict[int, tuple[object, Engine]] = {}
+_engines_lock = threading.Lock()
+
+
+def shared_engine(loaded) -> Engine:
+    """The one engine of ``loaded`` (started on first use)."""
+    with _engines_lock:
+        entry = _engines.get(id(loaded))
+        if entry is None or entry[0] is not loaded:
+            entry = (loaded, Engine(loaded))
+            _engines[id(loaded)] = entry
+        return entry[1]
