@@ -51,7 +51,7 @@ def response_object(
         "previous_response_id": request.previous_response_id,
         "store": request.store,
         "temperature": request.temperature,
-        "text": {"format": {"type": "text"}},
+        "text": {"format": request.text_format or {"type": "text"}},
         "tool_choice": "none",
         "tools": [],
         "top_logprobs": request.top_logprobs,

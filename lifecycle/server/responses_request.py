@@ -55,6 +55,7 @@ class ResponsesRequest:
     store: bool = True
     metadata: dict = field(default_factory=dict)
     top_logprobs: int | None = None  # None: no logprobs in output_text (not in ``include``)
+    text_format: dict | None = None  # text.format as sent
     extensions: dict = field(default_factory=dict)
     recorded: dict = field(default_factory=dict)  # user, safety_identifier, prompt_cache_key as sent
     endpoint = "responses"
@@ -77,6 +78,8 @@ class ResponsesRequest:
             payload["metadata"] = self.metadata
         if self.top_logprobs is not None:
             payload |= {"include": [LOGPROBS_INCLUDE], "top_logprobs": self.top_logprobs}
+        if self.text_format is not None:
+            payload["text"] = {"format": self.text_format}
         return payload | self.extensions | self.recorded
 
     def wire_body(self) -> bytes:
@@ -96,10 +99,28 @@ class ResponsesRequest:
             "stream": self.stream,
             "logprobs": self.top_logprobs is not None or None,
             "top_logprobs": self.top_logprobs,
+            "response_format": response_format(self.text_format),
             **self.extensions,
             **self.recorded,
         }
-        return validate_request(payload)
+        try:
+            return validate_request(payload)
+        except LifecycleError as error:
+            if error.param and error.param.startswith("response_format"):
+                raise LifecycleError(error.message.replace("response_format", "text.format"),
+                                     "text.format" + error.param.removeprefix("response_format"), error.code) from error
+            raise
+
+
+def response_format(text_format: Mapping | None) -> dict | None:
+    """Chat's ``response_format`` for a Responses ``text.format``: the json_schema fields sit one
+    level deeper in chat (``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``)."""
+    if text_format is None:
+        return None
+    if text_format.get("type") != "json_schema":
+        return dict(text_format)
+    inner = {key: value for key, value in text_format.items() if key != "type"}
+    return {"type": "json_schema", "json_schema": inner}
 
 
 def _text(content: object, where: str) -> str:
@@ -156,22 +177,21 @@ def _input(payload: Mapping) -> tuple[str | list, list[dict]]:
     return value, [_item(item, index) for index, item in enumerate(value)]
 
 
-def _text_format(payload: Mapping) -> None:
+def _text_format(payload: Mapping) -> dict | None:
+    """``text.format`` as sent (checked with the chat rules for ``response_format`` by ``to_chat``)."""
     text = payload.get("text")
     if text is None:
-        return
+        return None
     if not isinstance(text, dict):
         raise f.invalid_type("text", "an object", text)
     f.refuse_unknown({f"text.{k}": v for k, v in text.items()}, ("text.format", "text.verbosity"))
     f.refuse_unsupported({"text.verbosity": text.get("verbosity")}, {"text.verbosity": "not a reasoning model"})
     form = text.get("format")
     if form is None:
-        return
+        return None
     if not isinstance(form, dict) or not isinstance(form.get("type"), str):
         raise f.invalid_type("text.format", "an object with a 'type'", form)
-    if form["type"] != "text":
-        raise LifecycleError(f"Unsupported value: 'text.format.type' {f.shown(form['type'])} is not supported yet "
-                             "(only 'text').", "text.format", "unsupported_value")
+    return dict(form)
 
 
 def _tools(payload: Mapping) -> None:
@@ -221,7 +241,7 @@ def validate_responses_request(payload: object, *, known_models: Sequence[str] |
                              "invalid_request_body")
     f.refuse_unknown(payload, KNOWN_FIELDS)
     f.refuse_unsupported(payload, REFUSED)
-    _text_format(payload)
+    text_format = _text_format(payload)
     _tools(payload)
     f.one_of(payload, "truncation", ("disabled",), "a prompt that does not fit is refused, never cut")
     f.one_of(payload, "service_tier", ("auto", "default"), "one local model, one tier")
@@ -244,10 +264,11 @@ def validate_responses_request(payload: object, *, known_models: Sequence[str] |
         store=f.boolean(payload, "store", default=True),
         metadata=f.metadata(payload) or {},
         top_logprobs=_logprobs(payload),
+        text_format=text_format,
         extensions={name: payload[name] for name in EXTENSIONS if payload.get(name) is not None},
         recorded={name: payload[name] for name in METADATA_FIELDS if payload.get(name) is not None},
     )
-    request.to_chat()  # the extensions and metadata fields are checked by the chat rules
+    request.to_chat()  # text.format, the extensions and metadata fields are checked by the chat rules
     return request
 
 
