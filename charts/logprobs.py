@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 from charts.sampling import token_label
 from charts.theme import TEMPLATE
 
-LINE_CHARS = 56
-ROW_HEIGHT = 34
+LINE_CHARS = 38
+ROW_HEIGHT = 40
 # Low probability warm and saturated, high probability pale: the eye goes to the surprises.
 COLOURSCALE = [[0.0, "#d55e00"], [0.35, "#e69f00"], [0.7, "#f0e442"], [1.0, "#eef6e8"]]
 
@@ -52,7 +52,7 @@ def logprob_text_figure(
         go.Bar(
             y=[row for row, _ in places], base=[column for _, column in places], x=widths,
             orientation="h", width=0.86, text=labels, textposition="inside", insidetextanchor="middle", textangle=0,
-            textfont=dict(family="monospace", size=15, color="#1a1a1a"), hovertext=hovers, hoverinfo="text",
+            textfont=dict(family="monospace", size=16, color="#1a1a1a"), hovertext=hovers, hoverinfo="text",
             marker=dict(color=probabilities, colorscale=COLOURSCALE, cmin=0, cmax=1, line=dict(color="white", width=1),
                         colorbar=dict(title="p", tickformat=".0%", thickness=12, len=0.9)),
         )

@@ -3,6 +3,7 @@ each step of one constrained generation."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
@@ -20,7 +21,8 @@ def mask_figure(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequen
     colours = [OVERRULED if o else AGREED for o in overruled]
     figure = go.Figure(
         go.Bar(
-            x=labels, y=list(allowed), marker_color=colours, text=[f"{a:,}" for a in allowed], textposition="outside",
+            x=labels, y=list(allowed), marker_color=colours, text=[f"{a:,}" if a > 1 else "" for a in allowed],
+            textposition="outside", textfont=dict(size=11),
             cliponaxis=False, customdata=["mask overruled the model" if o else "model's favourite allowed" for o in overruled],
             hovertemplate="step %{x}: %{y:,} tokens allowed<br>%{customdata}<extra></extra>",
         )
@@ -31,6 +33,6 @@ def mask_figure(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequen
         template=TEMPLATE, showlegend=False, height=380,
         xaxis=dict(title=axis_title("Generated token"), tickangle=-60),
         yaxis=dict(title=axis_title("Tokens the mask allows", "log scale"), type="log", dtick=1, tickformat=",",
-                   range=[-0.2, len(str(vocabulary)) + 0.3]),
+                   range=[-0.2, math.log10(vocabulary) + 0.6]),
     )
     return figure

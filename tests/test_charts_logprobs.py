@@ -30,4 +30,17 @@ def test_mask_chart_has_one_bar_per_step_and_marks_overruled_steps():
     bar = figure.data[0]
     assert list(bar.y) == [1, 29, 48782] and bar.x[2] == "3. &lt;b&gt;"
     assert bar.marker.color[1] != bar.marker.color[0] == bar.marker.color[2]
+    assert list(bar.text) == ["", "29", "48,782"]  # forced steps (1 allowed) stay unlabelled
     assert figure.layout.shapes[0].y0 == 49152
+
+
+def test_drawn_from_lists_only_tokens_still_in_play(logits):
+    from charts.sampling import drawn_from_figure
+    from lifecycle.sampling import SamplingSettings, apply_sampling
+
+    allowed = np.zeros(logits.size, dtype=bool)
+    allowed[[5, 9, 700]] = True
+    sampled = apply_sampling(logits, SamplingSettings(temperature=1.0), allowed=allowed)
+    bar = drawn_from_figure(sampled, lambda i: f"t{i}").data[0]
+    assert len(bar.y) == 3 and np.isclose(sum(bar.x), 1.0)
+    assert sorted(bar.customdata) == sorted(sampled.base_probs[[5, 9, 700]].tolist())
