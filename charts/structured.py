@@ -22,7 +22,7 @@ def mask_figure(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequen
     figure = go.Figure(
         go.Bar(
             x=labels, y=list(allowed), marker_color=colours, text=[f"{a:,}" if a > 1 else "" for a in allowed],
-            textposition="outside", textfont=dict(size=11),
+            textposition="outside", textfont=dict(size=12), constraintext="none",
             cliponaxis=False, customdata=["mask overruled the model" if o else "model's favourite allowed" for o in overruled],
             hovertemplate="step %{x}: %{y:,} tokens allowed<br>%{customdata}<extra></extra>",
         )

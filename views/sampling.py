@@ -226,11 +226,8 @@ def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabul
         "OpenAI counts presence and frequency penalties over the answer so far; at the answer's first token "
         "that is empty, so here they count the prompt's tokens to show what they do later in the answer."
     )
-    left, right = st.columns(2)
-    with left:
-        st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="api_survivors", theme=None)
-    with right:
-        st.plotly_chart(drawn_from_figure(sampled, token_text), key="api_drawn_from", theme=None)
+    st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="api_survivors", theme=None)
+    st.plotly_chart(drawn_from_figure(sampled, token_text), key="api_drawn_from", theme=None)
 
 
 with stage_page("sampling") as settings:
