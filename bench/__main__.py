@@ -102,6 +102,11 @@ def main() -> None:
     row("model.generate (tokens/s, incl. prefill)", f"{hf_tps:.1f}")
     row("  step loop / model.generate", f"{loop_tps / hf_tps:.2f}x", ">= 0.8x", check(loop_tps / hf_tps >= 0.8))
 
+    from bench.grammar import rows as grammar_rows
+
+    for name, value, target, verdict in grammar_rows(loaded):
+        row(name, value, target, verdict)
+
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row("peak RSS of this process (MiB)", f"{peak_mib:.0f}", "(app budget 2,700)")
 

@@ -2,6 +2,7 @@
 
     python -m lifecycle trace "Why is the sky blue?" --temperature 0 --max-tokens 24
     python -m lifecycle tokenize --encoding o200k_base "naïve café 🙂"
+    python -m lifecycle keys --count 30
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -45,14 +46,42 @@ def _parser() -> argparse.ArgumentParser:
     tok.add_argument("text")
     tok.add_argument("--encoding", default=MODEL_ENCODING, help=f"one of {', '.join(ENCODINGS)}")
     tok.add_argument("--json", action="store_true")
+    keys = commands.add_parser("keys", help="print a key sheet for a workshop: one named API key per participant")
+    keys.add_argument("--count", type=int, default=30, help="participants (one key each)")
+    keys.add_argument("--prefix", default="participant", help="participant key names: PREFIX01, PREFIX02, ...")
     return parser
+
+
+def _keys(args: argparse.Namespace) -> str:
+    """A sheet to cut into slips, then the same keys for LIFECYCLE_API_KEYS and for secrets.toml."""
+    from lifecycle.server.config import ADMIN_KEYS_ENV
+    from lifecycle.server.keys import KEYS_ENV, key_sheet
+
+    sheet = key_sheet(args.count, args.prefix)
+    admin = next(iter(sheet))
+    joined = ",".join(f"{name}:{secret}" for name, secret in sheet.items())
+    width = max(len(name) for name in sheet)
+    slips = [f"{name:<{width}}  {secret}" for name, secret in sheet.items()]
+    return "\n".join([
+        f"# Key sheet: {args.count} participant keys and one operator key ({admin!r} sees every call).",
+        "# Hand out one line per person; keep the operator key to yourself.",
+        *slips,
+        "",
+        "# For the environment (shell):",
+        f"export {KEYS_ENV}='{joined}'",
+        f"export {ADMIN_KEYS_ENV}='{admin}'",
+        "",
+        "# For .streamlit/secrets.toml (Streamlit Community Cloud: the app's Secrets box):",
+        f'{KEYS_ENV} = "{joined}"',
+        f'{ADMIN_KEYS_ENV} = "{admin}"',
+    ])
 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        output = _trace(args) if args.command == "trace" else _tokenize(args)
+        output = {"trace": _trace, "tokenize": _tokenize, "keys": _keys}[args.command](args)
     except LifecycleError as error:
         print(f"error: {error.message}", file=sys.stderr)
         return 2

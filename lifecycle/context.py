@@ -8,18 +8,18 @@ markers are the only special ids, and every message's content is encoded as plai
 (as the tokenizer would), and each token is counted in the segment where its first character is.
 
 Tool descriptions and retrieved documents are appended to the system turn, after the system
-prompt, under the headings ``# Tools`` (one JSON object per tool) and ``# Retrieved documents``
-(``[1] ...``). With no system prompt the template's own default system prompt is used (segment
+prompt, under the headings ``# Tools`` (the call format, then one JSON object per tool: see
+lifecycle.tools) and ``# Retrieved documents`` (``[1] ...``). With no system prompt the template's own default system prompt is used (segment
 "system prompt (default)"), with tools and documents appended to it when there are any.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 
 from lifecycle.errors import LifecycleError
 from lifecycle.tokenize import encode_plain, tokenize
+from lifecycle.tools import assistant_text, tools_prompt
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TEMPLATE = "template"
@@ -50,7 +50,7 @@ class Conversation:
             return []
         pieces = [(SYSTEM, self.system) if self.system is not None else (DEFAULT_SYSTEM, default_system_prompt())]
         if self.tools:
-            pieces.append((TOOLS, "\n\n# Tools\n" + "\n".join(_tool_line(tool) for tool in self.tools)))
+            pieces.append((TOOLS, tools_prompt([_tool_spec(tool) for tool in self.tools])))
         if self.documents:
             listed = "\n\n".join(f"[{n}] {doc}" for n, doc in enumerate(self.documents, 1))
             pieces.append((DOCUMENTS, "\n\n# Retrieved documents\n" + listed))
@@ -98,9 +98,9 @@ class Truncation:
     strategy: str
 
 
-def _tool_line(tool: dict) -> str:
-    spec = tool.get("function", tool) if isinstance(tool, dict) else tool
-    return json.dumps(spec, ensure_ascii=False, sort_keys=True)
+def _tool_spec(tool: dict) -> dict:
+    """A tool's function definition, whether given as OpenAI's {"type": "function", "function": ...} or bare."""
+    return tool.get("function", tool) if isinstance(tool, dict) else tool
 
 
 def _loaded_tokenizer():
@@ -183,6 +183,8 @@ def _assemble(pieces: list[tuple[str, str, bool]], raw: bool) -> RenderedPrompt:
 
 
 def _check_content(message: object, index: int) -> tuple[str, str]:
+    if isinstance(message, dict) and message.get("role") == "assistant" and message.get("tool_calls"):
+        return "assistant", assistant_text(message)
     if not isinstance(message, dict) or not isinstance(message.get("content"), str):
         raise LifecycleError(f"messages[{index}] needs a string content.", param="messages")
     role = message.get("role")
@@ -212,9 +214,10 @@ def render_prompt(conversation: Conversation, raw: bool = False) -> RenderedProm
     return _assemble(_chatml_pieces(_with_default_system(turns)), raw=False)
 
 
-def render_messages(messages: list[dict]) -> RenderedPrompt:
+def render_messages(messages: list[dict], tools: list[dict] | None = None) -> RenderedPrompt:
     """The prompt for an API request's messages: a leading system message is the system prompt,
-    the last message is the new message, everything between is history."""
+    the last message is the new message, everything between is history. ``tools`` (function
+    definitions) are appended to the system turn as their own segment."""
     if not isinstance(messages, list) or not messages:
         raise LifecycleError("messages must be a non-empty list.", param="messages")
     turns = []
@@ -227,6 +230,10 @@ def render_messages(messages: list[dict]) -> RenderedPrompt:
         else:
             segment = HISTORY
         turns.append((role, [(segment, content)]))
+    if tools:
+        if not turns or turns[0][0] != "system":
+            turns.insert(0, ("system", [(DEFAULT_SYSTEM, default_system_prompt() or "")]))
+        turns[0][1].append((TOOLS, tools_prompt(tools)))
     return _assemble(_chatml_pieces(_with_default_system(turns)), raw=False)
 
 

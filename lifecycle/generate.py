@@ -5,7 +5,9 @@ feeds only the newest token. Each step turns the last logits into a sampled dist
 (lifecycle.sampling), chooses a token, and records it with its probability, the top
 alternatives and its wall time. Generation ends at an end-of-sequence token or a stop sequence
 (finish_reason "stop"), at max_tokens ("length"), or when the caller cancels ("cancelled").
-Any step can be forced to another token, so a page can branch from an alternative.
+Any step can be forced to another token, so a page can branch from an alternative. A grammar
+constraint (lifecycle.grammar) masks each step's distribution to the tokens that keep the output
+valid, and ends the generation ("stop") as soon as the grammar is complete.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class GenerationStep:
     token_bytes: bytes = b""
     held: bytes = b""
     base_probability: float = 0.0
+    grammar_allowed: int | None = None
     logprob: float = 0.0
     top_logprobs: list[TokenLogprob] = field(default_factory=list)
 
@@ -174,6 +177,7 @@ def generate_steps(
     forced: Mapping[int, int] | None = None,
     cancelled: Callable[[], bool] | None = None,
     timings: dict | None = None,
+    constraint=None,
 ) -> Iterator[GenerationStep]:
     """Validate now (LifecycleError before any model work), then yield steps as they are generated.
 
@@ -183,12 +187,14 @@ def generate_steps(
     already true before the prefill nothing is yielded. Closing the generator cancels the request.
     ``timings`` (optional) receives "prefill_seconds", "waited_seconds" (in the engine's queue) and
     "cached_tokens" (prompt tokens served by the prefix cache) once the prompt has run.
+    ``constraint`` (a lifecycle.grammar.GrammarConstraint, fresh for this generation) restricts
+    every step to the tokens its grammar allows.
     """
     ids, stops = _check_request(loaded, prompt_ids, settings, max_tokens, stop, forced)
-    return _steps(loaded, ids, settings, max_tokens, stops, dict(forced or {}), cancelled or (lambda: False), timings)
+    return _steps(loaded, ids, settings, max_tokens, stops, dict(forced or {}), cancelled or (lambda: False), timings, constraint)
 
 
-def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings) -> Iterator[GenerationStep]:
+def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings, constraint) -> Iterator[GenerationStep]:
     """Submit to the engine a step callable that samples, records and decides; yield its records."""
     vocabulary = token_bytes(loaded)
     detokenizer = IncrementalDetokenizer(vocabulary)
@@ -204,17 +210,23 @@ def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings)
         # A step's seconds: from the end of this request's previous step (so the batch's model call
         # is included) to the end of its sampling; the first step's prefill is timed apart.
         index, started = clock["index"], clock["last"] or time.perf_counter()
-        distribution = apply_sampling(logits, settings, history, history[len(ids):])
+        allowed = constraint.allowed() if constraint is not None else None
+        distribution = apply_sampling(logits, settings, history, history[len(ids):], allowed)
         token_id = int(forced[index]) if index in forced else choose_token(distribution, rng)
         history.append(token_id)
         delta, finished = _advance(detokenizer, stop_text, token_id, eos)
+        if constraint is not None and token_id not in eos:
+            constraint.accept(token_id)
+            finished = finished or ("stop" if constraint.complete else None)
         if finished is None and (index == max_tokens - 1 or cancelled()):
             finished = "length" if index == max_tokens - 1 else "cancelled"
-        if finished in ("length", "cancelled") or token_id in eos:
+        if finished in ("length", "cancelled") or token_id in eos or (constraint is not None and constraint.complete):
             # Bytes of a character the model never finished are dropped, not shown as U+FFFD;
             # the step's ``held`` still records them.
             delta += stop_text.finish("")
-        records.put(_record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started))
+        step = _record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started)
+        step.grammar_allowed = int(np.count_nonzero(allowed)) if allowed is not None else None
+        records.put(step)
         clock["index"], clock["last"] = index + 1, time.perf_counter()
         return None if finished else token_id
 
@@ -335,8 +347,9 @@ def generate(
     stop: Sequence[str] = (),
     forced: Mapping[int, int] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    constraint=None,
 ) -> Generation:
     """Run the whole loop and collect it; ``text`` is exactly what a stream of the same run delivers."""
     timings: dict = {}
-    steps = list(generate_steps(loaded, prompt_ids, settings, max_tokens, stop, forced, cancelled, timings))
+    steps = list(generate_steps(loaded, prompt_ids, settings, max_tokens, stop, forced, cancelled, timings, constraint))
     return Generation.collect(prompt_ids, steps, timings.get("prefill_seconds", 0.0))

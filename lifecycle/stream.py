@@ -22,6 +22,7 @@ from lifecycle.errors import LifecycleError
 from lifecycle.generate import generate_steps
 from lifecycle.logprobs import token_logprob
 from lifecycle.sampling import SamplingSettings
+from lifecycle.tools import OutputRules, ToolCallStream
 
 DONE = "[DONE]"
 
@@ -69,16 +70,22 @@ def stream_completion(
     started: float | None = None,
     created: int | None = None,
     logprobs: int | None = None,
+    output: OutputRules | None = None,
 ) -> Iterator[StreamEvent]:
     """Validate now (LifecycleError before any SSE byte), then stream the real generation.
 
     ``started`` is the request's ``time.perf_counter()`` at arrival (default: now). A failure
     during generation ends the stream with an error event and ``[DONE]`` instead of raising.
     A cancelled generation ends with finish_reason "cancelled" (a client that left sees nothing).
-    ``logprobs`` (None: off) is how many alternatives each token's logprobs list.
+    ``logprobs`` (None: off) is how many alternatives each token's logprobs list. ``output``
+    (lifecycle.tools.OutputRules) constrains the answer to its grammar and, when it may call a
+    tool, streams a call as OpenAI does: id, type and name first, then argument fragments.
     """
-    steps = generate_steps(loaded, prompt_ids, settings, max_tokens, stop, cancelled=cancelled)
-    return stream_events(steps, completion_id, model_name, len(prompt_ids), include_usage, started, created, logprobs)
+    output = output or OutputRules()
+    steps = generate_steps(loaded, prompt_ids, settings, max_tokens, stop, cancelled=cancelled,
+                           constraint=output.constraint(loaded))
+    return stream_events(steps, completion_id, model_name, len(prompt_ids), include_usage, started, created, logprobs,
+                         tool_calls=output.may_call)
 
 
 def stream_events(
@@ -90,10 +97,11 @@ def stream_events(
     started: float | None = None,
     created: int | None = None,
     logprobs: int | None = None,
+    tool_calls: bool = False,
 ) -> Iterator[StreamEvent]:
     """The SSE events of generation steps as they arrive, for a caller that also keeps the steps."""
     return stream_choice_events([steps], completion_id, model_name, prompt_tokens, include_usage, started, created,
-                                logprobs)
+                                logprobs, tool_calls)
 
 
 def stream_choice_events(
@@ -105,12 +113,14 @@ def stream_choice_events(
     started: float | None = None,
     created: int | None = None,
     logprobs: int | None = None,
+    tool_calls: bool = False,
 ) -> Iterator[StreamEvent]:
     """The SSE events of one or more choices (choice i from ``choice_steps[i]``): several choices'
-    chunks interleave, one step of each in turn; usage counts the tokens of all of them."""
+    chunks interleave, one step of each in turn; usage counts the tokens of all of them. With ``tool_calls`` each
+    choice's text is read as a possible tool call (lifecycle.tools.ToolCallStream)."""
     started = time.perf_counter() if started is None else started
     head = {"id": completion_id, "object": "chat.completion.chunk", "created": int(created or time.time()), "model": model_name}
-    return _events(choice_steps, head, prompt_tokens, include_usage, started, logprobs)
+    return _events(choice_steps, head, prompt_tokens, include_usage, started, logprobs, tool_calls)
 
 
 def _choice(index: int, delta: dict, logprobs: list[dict] | None, finish_reason: str | None = None) -> dict:
@@ -118,31 +128,36 @@ def _choice(index: int, delta: dict, logprobs: list[dict] | None, finish_reason:
     return {"index": index, "delta": delta, "logprobs": shown, "finish_reason": finish_reason}
 
 
-def _choice_deltas(steps: Iterable, index: int, logprobs: int | None, counted: list[int]) -> Iterator[dict]:
-    """One choice's chunk choices after its role chunk: content deltas, each carrying the logprobs
-    of the tokens it releases, then the finish. ``counted[index]`` counts the tokens."""
+def _choice_deltas(steps: Iterable, index: int, logprobs: int | None, counted: list[int],
+                   tool_calls: bool = False) -> Iterator[dict]:
+    """One choice's chunk choices after its role chunk: content (or tool-call) deltas, each
+    carrying the logprobs of the tokens it releases, then the finish. ``counted[index]`` counts
+    the tokens."""
     pending: list[dict] = []
     finish_reason = None
+    reader = ToolCallStream() if tool_calls else None
     for step in steps:
         counted[index] += 1
         finish_reason = step.finished
         if logprobs is not None:
             pending.append(token_logprob(step, logprobs))
-        if step.delta:
-            yield _choice(index, {"content": step.delta}, pending)
+        for delta in reader.feed(step.delta) if reader else ([{"content": step.delta}] if step.delta else []):
+            yield _choice(index, delta, pending)
             pending = []
+    if reader and reader.call and finish_reason == "stop":
+        finish_reason = "tool_calls"
     yield _choice(index, {}, pending, finish_reason or "cancelled")
 
 
 def _events(choice_steps, head: dict, prompt_tokens: int, include_usage: bool, started: float,
-            logprobs: int | None) -> Iterator[StreamEvent]:
+            logprobs: int | None, tool_calls: bool = False) -> Iterator[StreamEvent]:
     def chunk(choices: list[dict], usage: dict | None = None) -> dict:
         return {**head, "choices": choices, **({"usage": usage} if include_usage else {})}
 
     for index in range(len(choice_steps)):
         yield _event(chunk([_choice(index, {"role": "assistant", "content": ""}, None)]), started)
     counted = [0] * len(choice_steps)
-    sources = [_choice_deltas(steps, index, logprobs, counted) for index, steps in enumerate(choice_steps)]
+    sources = [_choice_deltas(steps, index, logprobs, counted, tool_calls) for index, steps in enumerate(choice_steps)]
     try:
         for _, choice in interleave(sources):
             yield _event(chunk([choice]), started)
@@ -184,9 +199,13 @@ class StreamMetrics:
 
 
 def delta_content(data: dict | None) -> str:
-    """The text in choice 0's delta of one chunk ("" for role-only, finish, usage and error chunks)."""
+    """The text in choice 0's delta of one chunk: its content, or the tool-call name or arguments
+    fragment it carries ("" for role-only, finish, usage and error chunks)."""
     try:
-        return data["choices"][0]["delta"].get("content") or ""
+        delta = data["choices"][0]["delta"]
+        calls = delta.get("tool_calls") or [{}]
+        function = calls[0].get("function") or {}
+        return delta.get("content") or function.get("name") or function.get("arguments") or ""
     except (TypeError, KeyError, IndexError, AttributeError):
         return ""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 
 from lifecycle.errors import LifecycleError
 
@@ -35,6 +36,11 @@ class TokenBytes:
     table: tuple[bytes, ...]
     special: frozenset[int]
     byte_level: bool  # False: bytes come from decoding each token alone (approximate for byte-fallback vocabularies)
+
+    @cached_property
+    def longest(self) -> int:
+        """Bytes in the longest ordinary token: any text needs at least len(bytes) / longest tokens."""
+        return max(len(piece) for i, piece in enumerate(self.table) if i not in self.special)
 
     def of(self, token_id: int) -> bytes:
         if not 0 <= token_id < len(self.table):

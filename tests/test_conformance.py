@@ -47,6 +47,12 @@ CHAT_BODIES = {
     "n=2, penalties, logit_bias": {"max_tokens": 4, "n": 2, "presence_penalty": 0.5, "frequency_penalty": 0.5,
                                    "logit_bias": {"28": -5}, "seed": 1},
     "metadata": {"max_tokens": 2, "user": "u", "metadata": {"a": "b"}, "store": False},
+    "tool call": {"max_tokens": 40, "tool_choice": "required", "tools": [{"type": "function", "function": {
+        "name": "get_capital", "parameters": {"type": "object", "properties": {"country": {"type": "string"}},
+                                              "required": ["country"], "additionalProperties": False}}}]},
+    "json_schema": {"max_tokens": 30, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "capital", "strict": True, "schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                      "required": ["city"], "additionalProperties": False}}}},
 }
 
 

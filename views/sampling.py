@@ -3,6 +3,8 @@
 The sliders here are a what-if: they start from the sidebar's settings and recompute from the
 logits the journey already has (apply_sampling on journey.forward.last_logits), never rerunning
 the model. "Use these settings for the journey" copies them to the sidebar, which every page reads.
+A second section adds the stages only the API applies (logit bias, presence and frequency
+penalties, the grammar mask of response_format) and reports what each one moved or removed.
 """
 
 from dataclasses import replace
@@ -12,6 +14,7 @@ import streamlit as st
 
 from charts.sampling import (
     cumulative_mass,
+    drawn_from_figure,
     nucleus_figure,
     rank_labels,
     resampling_figure,
@@ -20,9 +23,18 @@ from charts.sampling import (
     survivors_figure,
     top_ids,
 )
-from lifecycle.sampling import SampledDistribution, SamplingSettings, apply_sampling, choose_token, entropy_bits
+from lifecycle.sampling import (
+    MAX_LOGIT_BIAS,
+    SampledDistribution,
+    SamplingSettings,
+    apply_sampling,
+    choose_token,
+    entropy_bits,
+    stage_effects,
+)
+from lifecycle.tools import output_rules
 from ui.cache import cached_journey
-from ui.frame import lesson, stage_page
+from ui.frame import lesson, loaded_model, stage_page
 from ui.settings import NUMBERS, JourneySettings
 
 KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
@@ -159,6 +171,65 @@ def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
     )
 
 
+STAGE_NAMES = {
+    "grammar": "grammar mask (response_format)", "logit_bias": "logit bias", "presence_penalty": "presence penalty",
+    "frequency_penalty": "frequency penalty", "repetition_penalty": "repetition penalty", "temperature": "temperature",
+    "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
+}
+BIAS_CHOICES = 10
+
+
+@st.cache_resource(show_spinner=False)
+def _json_object_mask(_loaded, name: str) -> np.ndarray:
+    """The first step's mask under response_format json_object (the same for every prompt)."""
+    return output_rules({"type": "json_object"}).constraint(_loaded).allowed()
+
+
+def _effect_text(effect) -> str:
+    if effect.moved:
+        return f"moved {effect.moved:,} logit{'s' * (effect.moved != 1)} (by up to {effect.largest:.2f})"
+    if effect.removed:
+        return f"removed {effect.removed:,} token{'s' * (effect.removed != 1)}"
+    return "nothing"
+
+
+def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabulary: int) -> None:
+    st.subheader("The stages the API adds", anchor=False)
+    biasable = top_ids(np.exp(logits - logits.max()), BIAS_CHOICES)
+    token_col, bias_col, presence_col, frequency_col = st.columns(4)
+    token = token_col.selectbox("logit_bias token", [int(i) for i in biasable], key="api_bias_token",
+                                format_func=lambda i: f"{token_text(i)!r} (id {i})")
+    bias = bias_col.slider("logit_bias value", -MAX_LOGIT_BIAS, MAX_LOGIT_BIAS, 0.0, step=1.0, key="api_bias")
+    presence = presence_col.slider("presence_penalty", -2.0, 2.0, 0.0, step=0.1, key="api_presence")
+    frequency = frequency_col.slider("frequency_penalty", -2.0, 2.0, 0.0, step=0.1, key="api_frequency")
+    grammar = st.toggle('response_format: {"type": "json_object"} (grammar mask)', key="api_grammar")
+    loaded = loaded_model()
+    allowed = _json_object_mask(loaded, loaded.name) if grammar else None
+    api = replace(what_if, presence_penalty=presence, frequency_penalty=frequency,
+                  logit_bias=((token, bias),) if bias else ())
+    sampled = apply_sampling(logits, api, previous, previous, allowed)
+    effects = stage_effects(sampled)
+    rows = [{"Stage": STAGE_NAMES[e.stage], "What it did": _effect_text(e), "Tokens in play": e.remaining}
+            for e in effects]
+    st.dataframe(rows, hide_index=True, width="stretch")
+    grammar_effect = effects[0]
+    mask_text = (f"The grammar mask removed **{grammar_effect.removed:,} of {vocabulary:,}** tokens: only "
+                 f"**{grammar_effect.remaining:,}** can start a JSON object." if grammar
+                 else "No response_format is set, so the grammar mask removes nothing.")
+    lesson(
+        f"{mask_text} Logit bias adds its value to one token's logit (±100 all but bans or forces it); the "
+        "presence penalty subtracts a fixed amount from every token already used, the frequency penalty that "
+        "amount times how often it was used. Then the sliders above take over, and "
+        f"**{sampled.kept:,}** tokens stay in play."
+    )
+    st.caption(
+        "OpenAI counts presence and frequency penalties over the answer so far; at the answer's first token "
+        "that is empty, so here they count the prompt's tokens to show what they do later in the answer."
+    )
+    st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="api_survivors", theme=None)
+    st.plotly_chart(drawn_from_figure(sampled, token_text), key="api_drawn_from", theme=None)
+
+
 with stage_page("sampling") as settings:
     journey = cached_journey(settings)
     logits, previous = journey.forward.last_logits, journey.rendered.ids
@@ -178,9 +249,10 @@ with stage_page("sampling") as settings:
     st.caption(
         "Left: the model's own probabilities (softmax at temperature 1), grey where a stage removed the "
         "token. Right: the probabilities the next token is actually drawn from, renormalized over the "
-        "survivors. Stages run in order: repetition penalty, temperature, top-k, top-p, min-p; a token is "
-        "named after the first stage that removed it."
+        "survivors. Stages run in order: grammar mask, repetition penalty, temperature, top-k, top-p, min-p; "
+        "a token is named after the first stage that removed it."
     )
     st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="survivors", theme=None)
     _nucleus(logits, what_if, previous, sampled)
     _draws(sampled, token_text, settings.seed)
+    _api_stages(logits, what_if, previous, token_text, vocabulary)

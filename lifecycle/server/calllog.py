@@ -83,11 +83,14 @@ class CallLog:
     """Every call in a SQLite file (WAL): one shared connection behind a lock, survives restarts.
 
     ``redact`` lists secrets (the configured API keys) that must never reach the file: they are
-    replaced in ``error`` and ``journey`` before writing.
+    replaced in ``error`` and ``journey`` before writing. Retention: each write drops calls older
+    than ``max_age_seconds`` and all but the newest ``max_rows``, so the file stays bounded.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, redact: Iterable[str] = ()):
+    def __init__(self, path: str | os.PathLike | None = None, redact: Iterable[str] = (),
+                 max_rows: int | None = None, max_age_seconds: float | None = None):
         self.path = Path(path) if path is not None else default_call_log_path()
+        self.max_rows, self.max_age_seconds = max_rows, max_age_seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._redact = tuple(s for s in redact if s)
         self._lock = threading.RLock()
@@ -124,9 +127,24 @@ class CallLog:
         try:
             with self._lock:
                 self._db.execute(f"INSERT INTO calls ({', '.join(_COLUMNS)}) VALUES ({marks})", row)
+                self._prune()
         except sqlite3.IntegrityError as error:
             raise LifecycleError(f"Call {record.id!r} is already in the log.", param="id") from error
         return self.get(record.id)
+
+    def _prune(self) -> None:
+        if self.max_age_seconds is not None:
+            self._db.execute("DELETE FROM calls WHERE created < ?", (time.time() - self.max_age_seconds,))
+        if self.max_rows is not None:
+            self._db.execute(
+                "DELETE FROM calls WHERE rowid IN "
+                "(SELECT rowid FROM calls ORDER BY created DESC, rowid DESC LIMIT -1 OFFSET ?)",
+                (self.max_rows,),
+            )
+
+    def count(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
     def update(self, call_id: str, **changes: object) -> CallRecord:
         """Change some fields of a logged call (e.g. its outcome and usage when it finishes)."""
@@ -159,7 +177,9 @@ class CallLog:
         found = self._records("WHERE id = ?", (call_id,))
         return found[0] if found else None
 
-    def recent(self, limit: int = 50) -> list[CallRecord]:
-        """The newest ``limit`` calls, newest first."""
+    def recent(self, limit: int = 50, key_name: str | None = None) -> list[CallRecord]:
+        """The newest ``limit`` calls, newest first; only those of ``key_name`` when it is given."""
         limit = max(1, min(int(limit), 10_000))
-        return self._records("ORDER BY created DESC, rowid DESC LIMIT ?", (limit,))
+        if key_name is None:
+            return self._records("ORDER BY created DESC, rowid DESC LIMIT ?", (limit,))
+        return self._records("WHERE key_name = ? ORDER BY created DESC, rowid DESC LIMIT ?", (key_name, limit))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from lifecycle.errors import LifecycleError
+from lifecycle.tools import OutputRules, output_rules
 from lifecycle.model import model_name
 from lifecycle.sampling import MAX_LOGIT_BIAS, SamplingSettings
 from lifecycle.server import fields as f
@@ -41,16 +42,15 @@ REFUSED = {
     "web_search_options": "there is no web search",
     "functions": "use 'tools' (the deprecated functions API is not implemented)",
     "function_call": "use 'tool_choice' (the deprecated functions API is not implemented)",
-    # Constrained decoding (structured output and tool calls) lands with the grammar stage.
-    "tools": "tool calls are not implemented yet",
-    "tool_choice": "tool calls are not implemented yet",
-    "parallel_tool_calls": "tool calls are not implemented yet",
 }
 HONOURED = (
     "model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "stream", "stream_options",
     "seed", "stop", "n", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
     "response_format", "modalities", "service_tier", "prompt_cache_retention",
+    "tools", "tool_choice", "parallel_tool_calls",
 )
+# Structured output and tools: validated together (lifecycle.tools.output_rules), sent as given.
+OUTPUT_FIELDS = ("response_format", "tools", "tool_choice", "parallel_tool_calls")
 KNOWN_FIELDS = HONOURED + METADATA_FIELDS + tuple(REFUSED) + EXTENSIONS
 _MESSAGE_FIELDS = ("role", "content", "name", "refusal", "tool_calls", "tool_call_id", "function_call", "audio",
                    "annotations")
@@ -79,6 +79,8 @@ class ChatRequest:
     logprobs: bool = False
     top_logprobs: int | None = None
     metadata: dict = field(default_factory=dict)  # user, metadata, store, ... as sent (recorded, not used)
+    output: OutputRules = field(default_factory=OutputRules)
+    output_fields: dict = field(default_factory=dict)  # response_format, tools, ... as sent
     endpoint = "chat/completions"
 
     @property
@@ -116,7 +118,7 @@ class ChatRequest:
             "repetition_penalty": (self.repetition_penalty, 1.0),
         }
         payload.update({name: value for name, (value, default) in optional.items() if value != default})
-        return payload | self.metadata
+        return payload | self.output_fields | self.metadata
 
     def wire_body(self) -> bytes:
         """The body exactly as the openai Python SDK (httpx) puts it on the wire: compact UTF-8 JSON."""
@@ -129,11 +131,11 @@ class ChatRequest:
 def _content(message: Mapping, where: str) -> str:
     """A message's text: a string, or an array of text parts joined by newlines (text-only model)."""
     param = f"{where}.content"
+    if message.get("content") is None and message.get("role") == "assistant" and message.get("tool_calls"):
+        return ""  # OpenAI: content is optional on an assistant message that calls tools
     if "content" not in message:
         raise LifecycleError(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
     content = message["content"]
-    if content is None and message.get("role") == "assistant" and message.get("tool_calls"):
-        return ""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -308,15 +310,11 @@ def check_token_ids(request: ChatRequest, vocab_size: int) -> None:
         )
 
 
-def _response_format(payload: Mapping) -> None:
-    value = payload.get("response_format")
-    if value is None:
-        return
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-        raise f.invalid_type("response_format", "an object with a 'type'", value)
-    if value["type"] != "text":
-        raise LifecycleError(f"Unsupported value: 'response_format.type' {f.shown(value['type'])} is not supported "
-                             "yet (only 'text').", "response_format", "unsupported_value")
+def _output(payload: Mapping) -> OutputRules:
+    """response_format, tools and tool_choice, checked together; parallel_tool_calls is honoured
+    trivially (an answer holds at most one call, which both true and false allow)."""
+    f.boolean(payload, "parallel_tool_calls", default=None)
+    return output_rules(payload.get("response_format"), payload.get("tools"), payload.get("tool_choice"))
 
 
 def _modalities(payload: Mapping) -> None:
@@ -350,7 +348,7 @@ def validate_request(payload: object, *, known_models: Sequence[str] | None = No
         )
     f.refuse_unknown(payload, KNOWN_FIELDS)
     f.refuse_unsupported(payload, REFUSED)
-    _response_format(payload)
+    output = _output(payload)
     _modalities(payload)
     f.one_of(payload, "service_tier", ("auto", "default"), "one local model, one tier")
     f.one_of(payload, "prompt_cache_retention", ("in_memory",), "the prefix cache lives in memory")
@@ -376,6 +374,8 @@ def validate_request(payload: object, *, known_models: Sequence[str] | None = No
         logprobs=logprobs,
         top_logprobs=top_logprobs,
         metadata=_metadata(payload),
+        output=output,
+        output_fields={name: payload[name] for name in OUTPUT_FIELDS if payload.get(name) is not None},
     )
 
 

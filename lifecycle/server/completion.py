@@ -26,11 +26,17 @@ def new_completion_id() -> str:
 
 @dataclass(frozen=True)
 class Choice:
-    """One generated answer: its text, why it ended, and its logprobs object (None when not asked)."""
+    """One generated answer: its text (None when it is a tool call), why it ended, its logprobs
+    object (None when not asked) and its tool calls (OpenAI's ``tool_calls`` objects)."""
 
-    text: str
+    text: str | None
     finish_reason: str
     logprobs: dict | None = None
+    tool_calls: list[dict] | None = None
+
+    def message(self) -> dict:
+        message = {"role": "assistant", "content": self.text, "refusal": None}
+        return message | ({"tool_calls": self.tool_calls} if self.tool_calls else {})
 
 
 def _count(name: str, count: object) -> int:
@@ -61,7 +67,7 @@ def completion_body(
         "choices": [
             {
                 "index": index,
-                "message": {"role": "assistant", "content": choice.text, "refusal": None},
+                "message": choice.message(),
                 "logprobs": choice.logprobs,
                 "finish_reason": choice.finish_reason,
             }
@@ -78,14 +84,16 @@ def completion_body(
 def build_response(
     completion_id: str,
     model: str,
-    text: str,
+    text: str | None,
     finish_reason: str,
     prompt_tokens: int,
     completion_tokens: int,
     created: int | None = None,
     logprobs: dict | None = None,
+    tool_calls: list[dict] | None = None,
 ) -> dict:
     """The ``chat.completion`` object for one generated answer, usage included."""
     return completion_body(
-        completion_id, model, [Choice(text, finish_reason, logprobs)], prompt_tokens, completion_tokens, created
+        completion_id, model, [Choice(text, finish_reason, logprobs, tool_calls)], prompt_tokens, completion_tokens,
+        created,
     )

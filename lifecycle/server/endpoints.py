@@ -14,12 +14,13 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from collections import Counter
 from dataclasses import asdict
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from lifecycle.context import context_budget, render_messages
+from lifecycle.context import TOOLS, context_budget, render_messages
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel, shared_model
 from lifecycle.server.chat_request import DEFAULT_MAX_TOKENS, ChatRequest, check_token_ids, validate_request
@@ -34,6 +35,7 @@ from lifecycle.server.response_store import ResponseStore
 from lifecycle.server.responses_request import ResponsesRequest, validate_responses_request
 from lifecycle.server.responses_worker import ResponsesJob
 from lifecycle.server.worker import CancellingStream, GenerationJob
+from lifecycle.vocabulary import token_bytes
 from lifecycle.serving import LiveCall, QueueFull, model_queue, model_status, start_model_loading
 
 # The journey keeps at most this much of a raw body (a 1 MiB prompt is counted, not copied).
@@ -49,7 +51,11 @@ class ApiServer:
     def __init__(self, config: ApiConfig):
         self.config = config
         self.limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
-        self.log = CallLog(config.call_log, redact=config.keys.values())
+        # Requests without a valid key: one small bucket per client address, nothing else kept.
+        self.strangers = RateLimiter(config.unauthenticated_per_minute, 1)
+        self.refused = Counter()  # unauthenticated refusals by outcome: the only trace they leave
+        self.log = CallLog(config.call_log, redact=config.keys.values(), max_rows=config.log_max_rows,
+                           max_age_seconds=config.log_max_days * 86_400)
         self.responses_store = ResponseStore()
 
     # --- plumbing ------------------------------------------------------------------------------
@@ -65,10 +71,14 @@ class ApiServer:
             _log.error("call log write failed for %s: %s", exchange.id, type(error).__name__)
 
     def _error(self, exchange: Exchange, error: ApiError) -> Response:
+        """Answer with the envelope; log the call only if a valid key was presented (else just count it)."""
         exchange.status, exchange.outcome = error.status, error.outcome
         exchange.error = error.body["error"]["message"]
         exchange.journey["response"] = {"status": error.status, "headers": error.headers, "body": error.body}
-        self._save(exchange)
+        if exchange.key_name is None:
+            self.refused[error.outcome] += 1
+        else:
+            self._save(exchange)
         return self._finish(exchange, JSONResponse(error.body, error.status, headers=error.headers))
 
     def _guard(self, endpoint: Callable) -> Callable:
@@ -94,10 +104,8 @@ class ApiServer:
 
     async def health(self, request: Request, exchange: Exchange) -> Response:
         _only(request, "GET")
-        status = model_status()
+        status = model_status()  # a load error's text stays in the server's own log, never here
         body = {"status": status.state, "model": status.name, "queue": _queue_summary()}
-        if status.error:
-            body["error"] = status.error
         code = 200 if status.state == "ready" else 503
         headers = {} if code == 200 else {"retry-after": "2"}
         return self._finish(exchange, JSONResponse(body, code, headers=headers))
@@ -112,13 +120,14 @@ class ApiServer:
         return self._finish(exchange, JSONResponse(body))
 
     async def not_found(self, request: Request, exchange: Exchange) -> Response:
+        self._authenticate(request, exchange)
         raise ApiError(404, f"Unknown endpoint: {request.method} {request.url.path}.", code="unknown_url")
 
     async def chat_completions(self, request: Request, exchange: Exchange) -> Response:
         _only(request, "POST")
+        self._authenticate(request, exchange)  # before the body is read: strangers leave nothing behind
         exchange.journey["request"]["headers"] = _shown_headers(request)
         body = await self._read_body(request, exchange)
-        exchange.key_name = self._authenticate(request, exchange)
         chat = self._parse(request, body, exchange)
         return await self._serve(request, exchange, chat, GenerationJob)
 
@@ -126,9 +135,9 @@ class ApiServer:
         """``POST /v1/responses``: translated to the chat form (with the stored conversation of
         ``previous_response_id``), generated the same way, answered as a Response."""
         _only(request, "POST")
+        self._authenticate(request, exchange)  # before the body is read, as for chat completions
         exchange.journey["request"]["headers"] = _shown_headers(request)
         body = await self._read_body(request, exchange)
-        exchange.key_name = self._authenticate(request, exchange)
         wanted = self._parse(request, body, exchange, validate_responses_request)
         history = self._history(wanted, exchange)
         try:
@@ -156,8 +165,11 @@ class ApiServer:
     async def _serve(self, request: Request, exchange: Exchange, chat: ChatRequest, job_class: Callable) -> Response:
         """Budget, rate limit, queue, then a worker thread that generates and answers."""
         loaded = self._ready_model(exchange)
-        prompt_ids, max_tokens = await self._budget(chat, loaded, exchange)
-        limits = self._rate_limit(exchange, len(prompt_ids) + max_tokens * chat.n)
+        _refuse_unfit_length(chat, loaded)
+        prompt_ids, max_tokens, budget = await self._budget(chat, loaded, exchange)
+        limits = self._rate_limit(exchange, len(prompt_ids) + max_tokens * chat.n)  # an unfit prompt pays too
+        if not budget.fits:
+            raise _context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens)
         call = LiveCall(exchange.id, exchange.key_name, chat.model, chat.stream, len(prompt_ids), max_tokens)
         try:
             model_queue().admit(call)
@@ -189,16 +201,25 @@ class ApiServer:
             exchange.journey["request"]["body"] = f"<{declared} bytes, not read>"
             raise too_large
         chunks, size = [], 0
-        try:
+
+        async def read() -> None:
+            nonlocal size
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
                     exchange.journey["request"]["body"] = f"<more than {limit} bytes, not read>"
                     raise too_large
                 chunks.append(chunk)
+
+        try:  # one deadline for the whole body: a client trickling bytes cannot hold a worker
+            await asyncio.wait_for(read(), self.config.body_seconds)
         except ClientDisconnect as gone:
             raise ApiError(400, "The client disconnected while sending the body.", code="client_disconnected",
                            outcome="cancelled") from gone
+        except TimeoutError as slow:
+            exchange.journey["request"]["body"] = f"<{size} bytes received in {self.config.body_seconds:g} s>"
+            raise ApiError(408, f"The request body did not arrive within {self.config.body_seconds:g} s.",
+                           code="request_timeout", outcome="cancelled") from slow
         body = b"".join(chunks)
         text = body.decode("utf-8", errors="replace")
         exchange.journey["request"]["body"] = text[:_JOURNEY_BODY_CHARS]
@@ -206,11 +227,18 @@ class ApiServer:
         return body
 
     def _authenticate(self, request: Request, exchange: Exchange) -> str:
+        """The key check. A refused caller is rate-limited by address (429 once its bucket is empty)."""
         decision = check_api_key(bearer_token(request.headers.get("authorization")), self.config.keys)
-        exchange.key_name = decision.key_name
-        exchange.step("auth", "passed" if decision.allowed else "refused", decision.message, decision.status)
         if not decision.allowed:
+            address = request.client.host if request.client else "unknown"
+            limited = self.strangers.decide(address, 0)
+            if not limited.allowed:
+                raise ApiError(429, "Too many requests without a valid API key from this address; retry "
+                               f"after {limited.retry_after} s.", type="requests", code="rate_limit_exceeded",
+                               headers={"retry-after": str(limited.retry_after)}, outcome="rate_limited")
             raise ApiError(401, decision.message, code="invalid_api_key", outcome="unauthorized")
+        exchange.key_name = decision.key_name
+        exchange.step("auth", "passed", decision.message, decision.status)
         return decision.key_name
 
     def _parse(self, request: Request, body: bytes, exchange: Exchange, validate: Callable = validate_request):
@@ -241,18 +269,20 @@ class ApiServer:
         status = model_status()
         if status.state != "ready":
             start_model_loading()
-            message = f"The model is {status.state}" + (f": {status.error}" if status.error else "; retry shortly.")
+            message = f"The model is {status.state}; " + ("the operator must fix it." if status.error else "retry shortly.")
             raise ApiError(503, message, type="server_error", code="model_not_ready", outcome="error",
                            headers={"retry-after": "2"})
         return shared_model()
 
-    async def _budget(self, chat: ChatRequest, loaded: LoadedModel, exchange: Exchange) -> tuple[list[int], int]:
+    async def _budget(self, chat: ChatRequest, loaded: LoadedModel, exchange: Exchange):
+        """(prompt ids, max_tokens, context budget) of a prompt already known to be of a bounded size."""
         try:
             check_token_ids(chat, loaded.vocab_size)
-            prompt = await asyncio.to_thread(render_messages, chat.messages)
+            prompt = await asyncio.to_thread(render_messages, chat.messages, chat.output.definitions())
         except LifecycleError as error:
             raise ApiError(400, error.message, param=error.param, code=error.code) from error
         window = loaded.context_window
+        _refuse_unfit_tools(prompt, window, chat.max_tokens or 1)
         free = window - len(prompt.ids)
         max_tokens = chat.max_tokens or max(1, min(DEFAULT_MAX_TOKENS, free))
         budget = context_budget(prompt, window, max_tokens)
@@ -260,15 +290,7 @@ class ApiServer:
         exchange.journey["tokens"] = {"prompt_tokens": budget.prompt_tokens, "ids": prompt.ids[:2048],
                                       "special_positions": prompt.special_positions[:512]}
         exchange.journey["context"] = {**asdict(budget), "max_tokens_defaulted": chat.max_tokens is None}
-        if not budget.fits:
-            raise ApiError(
-                400,
-                f"This model's maximum context length is {window} tokens. However, you requested "
-                f"{budget.prompt_tokens + max_tokens} tokens ({budget.prompt_tokens} in the messages, "
-                f"{max_tokens} in the completion). Please reduce the length of the messages or completion.",
-                param="messages", code="context_length_exceeded",
-            )
-        return prompt.ids, max_tokens
+        return prompt.ids, max_tokens, budget
 
     def _rate_limit(self, exchange: Exchange, tokens: int) -> dict[str, str]:
         decision = self.limiter.decide(exchange.key_name, tokens)
@@ -278,6 +300,49 @@ class ApiServer:
             raise ApiError(429, error["message"], type=error["type"], code=error["code"],
                            headers=decision.headers, outcome="rate_limited")
         return dict(decision.headers)
+
+
+def _context_length_error(window: int, prompt_tokens: int | str, max_tokens: int) -> ApiError:
+    total = prompt_tokens + max_tokens if isinstance(prompt_tokens, int) else f"more than {window}"
+    return ApiError(
+        400,
+        f"This model's maximum context length is {window} tokens. However, you requested {total} tokens "
+        f"({prompt_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of "
+        "the messages or completion.",
+        param="messages", code="context_length_exceeded",
+    )
+
+
+def _refuse_unfit_length(chat: ChatRequest, loaded: LoadedModel) -> None:
+    """Refuse a prompt that cannot fit without tokenizing it: no token spans more than the
+    vocabulary's longest token in bytes, so the messages need at least bytes / longest tokens."""
+    longest = token_bytes(loaded).longest
+    needed = -(-_content_bytes(chat.messages) // longest)
+    if needed > loaded.context_window:
+        raise _context_length_error(loaded.context_window, f"at least {needed}", chat.max_tokens or 1)
+
+
+def _refuse_unfit_tools(prompt, window: int, max_tokens: int) -> None:
+    """Tool definitions that alone leave no room for the messages and the answer: 400 naming tools."""
+    tools = sum(segment.tokens for segment in prompt.segments if segment.name == TOOLS)
+    if tools and window - tools < max_tokens + 1:
+        raise ApiError(
+            400,
+            f"The tool definitions take {tools} tokens of the {window}-token context window, leaving no room for "
+            f"the messages and {max_tokens} completion tokens. Send fewer or shorter tools.",
+            param="tools", code="context_length_exceeded",
+        )
+
+
+def _content_bytes(messages: list[dict]) -> int:
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [content]
+        for part in parts:
+            text = part.get("text") if isinstance(part, dict) else part
+            total += len(text.encode("utf-8", "replace")) if isinstance(text, str) else 0
+    return total
 
 
 def _only(request: Request, method: str) -> None:

@@ -61,6 +61,19 @@ def new_api_key() -> str:
     return "sk-lifecycle-" + secrets.token_urlsafe(24)
 
 
+def key_sheet(count: int, prefix: str = "participant", admin: str = "admin") -> dict[str, str]:
+    """``count`` named keys (participant01, ...) plus one operator key named ``admin``, all fresh."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 999:
+        raise LifecycleError(f"count must be a whole number from 1 to 999, got {count!r}.", param="count")
+    if not _KEY_NAME.fullmatch(prefix + "000") or not _KEY_NAME.fullmatch(admin):
+        raise LifecycleError("Key names may hold letters, digits, '_', '.' and '-' only.", param="prefix")
+    width = max(2, len(str(count)))
+    sheet = {f"{prefix}{n:0{width}d}": new_api_key() for n in range(1, count + 1)}
+    if admin in sheet:
+        raise LifecycleError(f"The operator key's name {admin!r} collides with a participant's.", param="prefix")
+    return {admin: new_api_key(), **sheet}
+
+
 def bearer_token(authorization: str | None) -> str | None:
     """The key in an ``Authorization: Bearer <key>`` header value, or None."""
     scheme, _, token = (authorization or "").strip().partition(" ")

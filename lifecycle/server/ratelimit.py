@@ -62,19 +62,30 @@ class RateLimiter:
 
     A request costs one request and ``tokens`` tokens and is admitted only when both buckets hold
     enough; a refused request costs nothing. Thread-safe; deterministic when ``now`` is given.
+    At most ``max_keys`` buckets are kept (keys may be client addresses): the least recently used
+    one is dropped first, so memory stays bounded whoever calls.
     """
 
-    def __init__(self, requests_per_minute: int, tokens_per_minute: int):
+    def __init__(self, requests_per_minute: int, tokens_per_minute: int, max_keys: int = 10_000):
         for name, limit in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise LifecycleError(f"{name} must be a positive integer, got {limit!r}.", param=name)
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
+        self.max_keys = max_keys
         self._buckets: dict[str, _Buckets] = {}
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return len(self._buckets)
+
     def _refilled(self, key_name: str, now: float) -> _Buckets:
-        bucket = self._buckets.setdefault(key_name, _Buckets(self.requests_per_minute, self.tokens_per_minute, now))
+        bucket = self._buckets.pop(key_name, None)  # re-inserted last: dict order is recency of use
+        if bucket is None:
+            bucket = _Buckets(self.requests_per_minute, self.tokens_per_minute, now)
+            while len(self._buckets) >= self.max_keys:
+                del self._buckets[next(iter(self._buckets))]
+        self._buckets[key_name] = bucket
         elapsed = max(0.0, now - bucket.updated)  # a clock that steps back refills nothing
         bucket.requests = min(self.requests_per_minute, bucket.requests + elapsed * self.requests_per_minute / 60)
         bucket.tokens = min(self.tokens_per_minute, bucket.tokens + elapsed * self.tokens_per_minute / 60)

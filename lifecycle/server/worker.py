@@ -24,6 +24,7 @@ from lifecycle.server.chat_request import ChatRequest, sampling_settings
 from lifecycle.server.completion import Choice, completion_body, new_completion_id
 from lifecycle.server.errors import ApiError, error_envelope
 from lifecycle.server.exchange import Exchange
+from lifecycle.tools import read_output
 from lifecycle.serving import LiveCall, model_queue
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class GenerationJob:
         except Exception as error:
             _log.exception("generation failed for %s", exchange.id)
             exchange.outcome, exchange.status = "error", exchange.status or 500
-            exchange.error = f"{type(error).__name__}: {error}"
+            exchange.error = f"Generation failed: {type(error).__name__}."
             tail = self._failure_frames(error) if self.chat.stream else [error]
             exchange.journey.setdefault("frames", []).extend(
                 {"at": round(exchange.elapsed(), 6), "sse": frame} for frame in tail if self.chat.stream
@@ -91,7 +92,8 @@ class GenerationJob:
         return [
             generation.generate_steps(self.loaded, self.prompt_ids, sampling_settings(self.chat, index),
                                       self.max_tokens, self.chat.stop, cancelled=self.call.cancel.is_set,
-                                      timings=self.timings if index == 0 else None)
+                                      timings=self.timings if index == 0 else None,
+                                      constraint=self.chat.output.constraint(self.loaded))
             for index in range(self.chat.n)
         ]
 
@@ -127,8 +129,16 @@ class GenerationJob:
         return [body]
 
     def _body(self, results: list[generation.Generation], completion_tokens: int) -> dict:
-        choices = [Choice(r.text, r.finish_reason, logprobs_content(r.steps, self.chat.logprobs_count)) for r in results]
+        choices = [self._choice(result) for result in results]
+        self.exchange.finish_reason = choices[0].finish_reason
         return completion_body(self.completion_id, self.chat.model, choices, len(self.prompt_ids), completion_tokens)
+
+    def _choice(self, result: generation.Generation) -> Choice:
+        """One choice: its text, or the tool call read out of it (finish_reason "tool_calls")."""
+        content, calls = read_output(result.text) if self.chat.output.may_call else (result.text, [])
+        finish_reason = "tool_calls" if calls and result.finish_reason == "stop" else result.finish_reason
+        return Choice(content, finish_reason, logprobs_content(result.steps, self.chat.logprobs_count),
+                      [call.wire() for call in calls] or None)
 
     def _stream(self) -> list[object]:
         """Send each frame as it is made; keep ``data: [DONE]`` back for after the log write.
@@ -141,7 +151,7 @@ class GenerationJob:
         self.timings = {}
         events = streaming.stream_choice_events(
             self._choice_steps(), self.completion_id, self.chat.model, len(self.prompt_ids), True,
-            started=exchange.started, logprobs=self.chat.logprobs_count,
+            started=exchange.started, logprobs=self.chat.logprobs_count, tool_calls=self.chat.output.may_call,
         )
         exchange.status, exchange.outcome = 200, "ok"
         tail = []
@@ -156,7 +166,10 @@ class GenerationJob:
                             continue
                         data = {k: v for k, v in data.items() if k != "usage"}
                         sse = streaming.sse_line(data)
-                if event.error is not None:
+                if event.error is not None:  # the exception's own text stays out of the wire and the log
+                    data = error_envelope(f"Generation failed: {type(event.error).__name__}.", type="server_error",
+                                          code="generation_failed")
+                    sse = streaming.sse_line(data)
                     exchange.outcome, exchange.error = "error", data["error"]["message"]
                 at = round(event.at, 6)
                 frames.append({"at": at, "sse": sse})

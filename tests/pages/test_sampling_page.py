@@ -79,3 +79,26 @@ def test_draws_are_real_seeded_choices(run_page, logits, prompt_ids):
     top = np.argsort(-sampled.final_probs, kind="stable")[: len(observed)]
     assert observed[0] == pytest.approx(counts[top[0]] / 1000)
     assert expected[0] == pytest.approx(sampled.final_probs[top[0]], abs=1e-4)
+
+
+def test_api_stages_report_what_the_grammar_mask_and_logit_bias_did(run_page, loaded, logits, prompt_ids):
+    from lifecycle.tools import output_rules
+
+    app = run_page("sampling", **SETTINGS)
+    rows = app.dataframe[0].value
+    assert list(rows["Stage"])[:2] == ["grammar mask (response_format)", "logit bias"]
+    assert set(rows.loc[rows["Stage"].isin(["grammar mask (response_format)", "logit bias"]), "What it did"]) == {"nothing"}
+    app.toggle(key="api_grammar").set_value(True).run()
+    top = int(app.selectbox(key="api_bias_token").value)
+    app.slider(key="api_bias").set_value(-100.0).run()
+    assert not app.exception
+    mask = output_rules({"type": "json_object"}).constraint(loaded).allowed()
+    expected = apply_sampling(logits, SamplingSettings(temperature=0.7, top_p=0.9, logit_bias=((top, -100.0),)),
+                              prompt_ids, prompt_ids, mask)
+    rows = app.dataframe[0].value.set_index("Stage")
+    removed = loaded.vocab_size - int(mask.sum())
+    assert rows.loc["grammar mask (response_format)", "What it did"] == f"removed {removed:,} tokens"
+    assert rows.loc["grammar mask (response_format)", "Tokens in play"] == int(mask.sum())
+    assert rows.loc["logit bias", "What it did"] == "moved 1 logit (by up to 100.00)"
+    assert rows["Tokens in play"].iloc[-1] == expected.kept
+    assert f"only **{int(mask.sum()):,}** can start a JSON object" in " ".join(m.value for m in app.markdown)

@@ -1,0 +1,112 @@
+"""Structured output and tools through the official openai SDK: a tool-call round trip, streamed
+argument fragments, ``parse`` with a Pydantic model, and 400s naming the parameter before any
+model work."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from openai import OpenAI
+from pydantic import BaseModel
+
+from tests.test_api import KEY, make_server, serve
+from tests.test_tools import TIME, WEATHER
+
+QUESTION = [{"role": "user", "content": "What's the weather in Paris?"}]
+
+
+class City(BaseModel):
+    name: str
+    country: str
+    population: int
+
+
+@pytest.fixture(scope="module")
+def api_server(loaded, tmp_path_factory):
+    return make_server(tmp_path_factory.mktemp("structured"))
+
+
+@pytest.fixture(scope="module")
+def sdk(api_server):
+    with serve(api_server) as url:
+        yield OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=300)
+
+
+def test_tool_call_round_trip(sdk, loaded, api_server):
+    first = sdk.chat.completions.create(model=loaded.name, messages=QUESTION, tools=[WEATHER, TIME],
+                                        tool_choice="required", temperature=0)
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_") and call.function.name in ("get_weather", "get_time")
+    arguments = json.loads(call.function.arguments)
+    assert isinstance(arguments, dict) and arguments
+
+    result = {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temp_c": 18, "sky": "cloudy"})}
+    messages = QUESTION + [choice.message.model_dump(exclude_none=True), result]
+    second = sdk.chat.completions.create(model=loaded.name, messages=messages, tools=[WEATHER, TIME],
+                                         tool_choice="none", temperature=0, max_tokens=40)
+    answer = second.choices[0]
+    assert answer.message.tool_calls is None and answer.message.content
+    assert answer.finish_reason in ("stop", "length")
+    # the call and the tool result were in the prompt the model read
+    assert second.usage.prompt_tokens > first.usage.prompt_tokens + 10
+
+
+def test_streamed_fragments_reassemble_to_the_same_call(sdk, loaded):
+    kwargs = dict(model=loaded.name, messages=QUESTION, tools=[WEATHER],
+                  tool_choice={"type": "function", "function": {"name": "get_weather"}}, temperature=0)
+    whole = sdk.chat.completions.create(**kwargs).choices[0].message.tool_calls[0]
+    chunks = list(sdk.chat.completions.create(**kwargs, stream=True))
+    calls = [c.choices[0].delta.tool_calls[0] for c in chunks if c.choices and c.choices[0].delta.tool_calls]
+    head, fragments = calls[0], calls[1:]
+    assert head.index == 0 and head.id.startswith("call_") and head.type == "function"
+    assert head.function.name == "get_weather" and head.function.arguments == ""
+    assert len(fragments) > 2 and all(f.id is None and f.function.name is None for f in fragments)
+    assert "".join(f.function.arguments for f in fragments) == whole.function.arguments
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+
+    with sdk.chat.completions.stream(**kwargs) as stream:  # the SDK's own accumulator agrees
+        final = stream.get_final_completion()
+    assert final.choices[0].message.tool_calls[0].function.arguments == whole.function.arguments
+
+
+def test_parse_with_a_pydantic_model(sdk, loaded):
+    completion = sdk.chat.completions.parse(model=loaded.name, messages=[{"role": "user", "content": "Tell me about Paris."}],
+                                            response_format=City, temperature=0)
+    city = completion.choices[0].message.parsed
+    assert isinstance(city, City) and city.name and city.country
+    assert completion.choices[0].finish_reason == "stop"
+
+
+def test_json_object_mode_streams_a_json_object(sdk, loaded):
+    chunks = list(sdk.chat.completions.create(
+        model=loaded.name, messages=[{"role": "user", "content": "Return a JSON object about the weather."}],
+        response_format={"type": "json_object"}, temperature=0, max_tokens=120, stream=True))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert isinstance(json.loads(text), dict)
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}]},
+         "tools[0].function.parameters"),
+        ({"response_format": {"type": "json_schema", "json_schema": {
+            "name": "big", "schema": {"enum": [str(i) for i in range(5000)]}}}}, "response_format.json_schema.schema"),
+        ({"tools": [{"type": "function", "function": {
+            "name": "huge", "description": "word " * 9000}}]}, "tools"),
+        ({"parallel_tool_calls": "yes", "tools": [WEATHER]}, "parallel_tool_calls"),
+    ],
+)
+def test_bad_structured_requests_get_400_naming_the_parameter(sdk, loaded, api_server, extra, param):
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.chat.completions.with_raw_response.create(model=loaded.name, messages=QUESTION, max_tokens=4, **extra)
+    error = caught.value
+    assert error.status_code == 400 and error.body["param"] == param
+    row = api_server.log.get(error.response.headers["x-request-id"])
+    assert row.completion_tokens in (None, 0)  # refused before any model work
