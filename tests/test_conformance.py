@@ -97,6 +97,12 @@ RESPONSES_BODIES = {
         "instructions": "Be brief.", "max_output_tokens": 4, "include": ["message.output_text.logprobs"],
         "top_logprobs": 2, "metadata": {"k": "v"},
     },
+    "json_schema text.format": {
+        "input": "Name a city.", "max_output_tokens": 40,
+        "text": {"format": {"type": "json_schema", "name": "city", "strict": True, "schema": {
+            "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+            "additionalProperties": False}}},
+    },
 }
 
 
