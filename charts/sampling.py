@@ -174,3 +174,25 @@ def samples_figure(labels: Sequence[str], expected: Sequence[float], observed: S
         yaxis=dict(title=axis_title("Share", "%"), tickformat=".0%"),
     )
     return figure
+
+
+def drawn_from_figure(sampled: SampledDistribution, token_text: Callable[[int], str], count: int = 10) -> go.Figure:
+    """The tokens left in play after every stage, most likely first: what the next token is drawn
+    from, with the model's own probability beside each (hover)."""
+    survivors = int(np.count_nonzero(sampled.final_probs))
+    ids = top_ids(sampled.final_probs, min(count, survivors))
+    labels = rank_labels(ids, token_text)
+    figure = go.Figure(
+        go.Bar(
+            x=sampled.final_probs[ids].tolist(), y=labels, orientation="h", marker_color=FINAL_COLOUR,
+            text=[f"{p:.1%}" for p in sampled.final_probs[ids]], textposition="outside", cliponaxis=False,
+            customdata=sampled.base_probs[ids].tolist(),
+            hovertemplate="%{y}: %{x:.2%} (the model alone: %{customdata:.2%})<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        template=TEMPLATE, showlegend=False, height=max(240, 34 * len(ids) + 120),
+        xaxis=dict(title=axis_title("Probability after every stage", "%"), tickformat=".0%", range=[0, 1.15]),
+        yaxis=dict(title=axis_title("Token still in play"), type="category", autorange="reversed"),
+    )
+    return figure

@@ -31,9 +31,11 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # newlines; with these the output looks like json.dumps' default.
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 ANY_OBJECT = {"type": "object"}
-# An integer with no bound is one the model can extend forever ("1111111..."); the grammar keeps
-# unbounded integers within what a JavaScript client reads exactly (|n| <= 2^53 - 1, 16 digits).
+# A number with no bound is one the model can extend forever ("1111111...", "1.0000000..."): the
+# grammar keeps unbounded numbers within what a JavaScript client reads exactly (|n| <= 2^53 - 1)
+# and, unless the schema sets multipleOf, to at most 6 decimal places (no exponent).
 SAFE_INTEGER = 2**53 - 1
+NUMBER_STEP = 1e-6
 
 
 @dataclass(frozen=True)
@@ -169,21 +171,24 @@ def _target(ref: str, root: dict, param: str) -> dict:
 
 
 def json_grammar(schema: dict) -> str:
-    """The llguidance grammar for JSON values matching ``schema`` (integers kept JSON-safe)."""
+    """The llguidance grammar for JSON values matching ``schema`` (numbers kept finite: safe_integers)."""
     import llguidance
 
     return llguidance.LLMatcher.grammar_from_json_schema(safe_integers(schema), defaults=JSON_OPTIONS)
 
 
 def safe_integers(node: object) -> object:
-    """A copy of a schema where every integer without a bound gets +-SAFE_INTEGER as its bound."""
+    """A copy of a schema where every integer or number without a bound gets +-SAFE_INTEGER as its
+    bound, and every number without multipleOf at most 6 decimal places."""
     if isinstance(node, list):
         return [safe_integers(item) for item in node]
     if not isinstance(node, dict):
         return node
     copy = {key: value if key in ("enum", "const", "default", "examples") else safe_integers(value) for key, value in node.items()}
     types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
-    if "integer" in types:
+    if "number" in types and "multipleOf" not in node:
+        copy["multipleOf"] = NUMBER_STEP
+    if "integer" in types or "number" in types:
         if "maximum" not in node and "exclusiveMaximum" not in node:
             copy["maximum"] = SAFE_INTEGER
         if "minimum" not in node and "exclusiveMinimum" not in node:

@@ -14,8 +14,6 @@ simulated. ``parse_sse`` and ``assemble`` read such a stream back.
 from __future__ import annotations
 
 import json
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -117,10 +115,9 @@ def stream_choice_events(
     logprobs: int | None = None,
     tool_calls: bool = False,
 ) -> Iterator[StreamEvent]:
-    """The SSE events of one or more choices (choice i from ``choice_steps[i]``). Several choices
-    are pulled each in its own thread, so their generations run at once and their chunks
-    interleave as they are produced; usage counts the tokens of all of them. With ``tool_calls``
-    each choice's text is read as a possible tool call (lifecycle.tools.ToolCallStream)."""
+    """The SSE events of one or more choices (choice i from ``choice_steps[i]``): several choices'
+    chunks interleave, one step of each in turn; usage counts the tokens of all of them. With ``tool_calls`` each
+    choice's text is read as a possible tool call (lifecycle.tools.ToolCallStream)."""
     started = time.perf_counter() if started is None else started
     head = {"id": completion_id, "object": "chat.completion.chunk", "created": int(created or time.time()), "model": model_name}
     return _events(choice_steps, head, prompt_tokens, include_usage, started, logprobs, tool_calls)
@@ -162,7 +159,7 @@ def _events(choice_steps, head: dict, prompt_tokens: int, include_usage: bool, s
     counted = [0] * len(choice_steps)
     sources = [_choice_deltas(steps, index, logprobs, counted, tool_calls) for index, steps in enumerate(choice_steps)]
     try:
-        for choice in sources[0] if len(sources) == 1 else _interleaved(sources):
+        for _, choice in interleave(sources):
             yield _event(chunk([choice]), started)
     except Exception as error:  # noqa: BLE001 - headers are sent: the only way left to report is an error event
         yield from error_events(f"Generation failed: {type(error).__name__}: {error}".splitlines()[0], started, error=error)
@@ -175,41 +172,18 @@ def _events(choice_steps, head: dict, prompt_tokens: int, include_usage: bool, s
     yield _event(None, started)
 
 
-_END = object()
-
-
-def _interleaved(sources: Sequence[Iterator[dict]]) -> Iterator[dict]:
-    """Items of several iterators as each produces them, every one pulled in its own thread; the
-    first failure is raised here. Closing this generator stops the pulling threads at their next item."""
-    items: queue.Queue = queue.Queue()
-    closed = threading.Event()
-
-    def pull(source: Iterator[dict]) -> None:
-        try:
-            for item in source:
-                items.put(item)
-                if closed.is_set():
-                    source.close()
-                    break
-        except Exception as error:  # noqa: BLE001 - handed to the consumer thread
-            items.put(error)
-        items.put(_END)
-
-    threads = [threading.Thread(target=pull, args=(source,), daemon=True, name="choice") for source in sources]
-    for thread in threads:
-        thread.start()
-    running = len(threads)
-    try:
-        while running:
-            item = items.get()
-            if item is _END:
-                running -= 1
-            elif isinstance(item, Exception):
-                raise item
+def interleave(sources: Sequence[Iterator]) -> Iterator[tuple[int, object]]:
+    """(index, item) of several iterators taken in turn, one item from each while any is left.
+    Each choice's generation is its own engine request, so while one waits for its next token
+    the others' are produced in the same decode steps."""
+    active = list(enumerate(sources))
+    while active:
+        for entry in list(active):
+            item = next(entry[1], None)
+            if item is None:
+                active.remove(entry)
             else:
-                yield item
-    finally:
-        closed.set()
+                yield entry[0], item
 
 
 @dataclass(frozen=True)

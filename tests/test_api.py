@@ -229,7 +229,9 @@ def test_a_body_that_is_not_an_object_is_400(http):
         ({"max_tokens": 0}, "max_tokens"),
         ({"max_tokens": -1}, "max_tokens"),
         ({"max_tokens": 1.5}, "max_tokens"),
-        ({"n": 2}, "n"),
+        ({"n": 9}, "n"),
+        ({"max_token": 5}, "max_token"),
+        ({"logit_bias": {"The": -100}}, "logit_bias"),
         ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
         ({"stream": False, "stream_options": {"include_usage": True}}, "stream_options"),
         ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
@@ -294,7 +296,7 @@ def test_fifty_concurrent_refused_calls_give_fifty_rows(base_url, api_server):
 
 
 def test_streamed_call_follows_openai_shape_and_its_journey_is_logged(http, api_server, loaded):
-    response = chat(http, stream=True, stream_options={"include_usage": True}, max_tokens=6, extra_field="ignored")
+    response = chat(http, stream=True, stream_options={"include_usage": True}, max_tokens=6, user="learner")
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["x-ratelimit-limit-requests"] and response.headers["x-request-id"]
@@ -309,7 +311,8 @@ def test_streamed_call_follows_openai_shape_and_its_journey_is_logged(http, api_
     assert (row.prompt_tokens, row.completion_tokens) == (usage["prompt_tokens"], usage["completion_tokens"])
     journey = row.journey
     assert journey["completion_id"] == chunks[0]["id"]
-    assert json.loads(journey["request"]["body"])["extra_field"] == "ignored"
+    assert json.loads(journey["request"]["body"])["user"] == "learner"
+    assert journey["metadata"] == {"user": "learner"}
     assert journey["request"]["headers"]["authorization"] == "Bearer <redacted>"
     assert [s["step"] for s in journey["gateway"]] == ["auth", "routing", "rate limit", "queue"]
     assert journey["tokens"]["prompt_tokens"] == usage["prompt_tokens"] == len(render_messages(HELLO).ids)

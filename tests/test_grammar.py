@@ -15,6 +15,7 @@ from lifecycle.generate import generate
 from lifecycle.grammar import (
     MAX_ENUM_VALUES,
     MAX_NESTING,
+    NUMBER_STEP,
     SAFE_INTEGER,
     GrammarConstraint,
     json_constraint,
@@ -75,10 +76,14 @@ def test_recursive_schemas_within_the_limits_are_accepted():
     assert parse_response_format(json_schema_format(nested(MAX_NESTING - 1))).type == "json_schema"
 
 
-def test_unbounded_integers_get_json_safe_bounds_and_explicit_bounds_are_kept():
+def test_unbounded_numbers_get_json_safe_bounds_and_explicit_bounds_are_kept():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": ["integer", "null"], "maximum": 5},
-                                               "c": {"enum": [{"type": "integer"}]}}}
+                                               "c": {"enum": [{"type": "integer"}]},
+                                               "d": {"type": "number", "minimum": 0},
+                                               "e": {"type": "number", "multipleOf": 0.5}}}
     safe = safe_integers(schema)
+    assert safe["properties"]["d"] == {"type": "number", "minimum": 0, "maximum": SAFE_INTEGER, "multipleOf": NUMBER_STEP}
+    assert safe["properties"]["e"]["multipleOf"] == 0.5
     assert safe["properties"]["a"] == {"type": "integer", "maximum": SAFE_INTEGER, "minimum": -SAFE_INTEGER}
     assert safe["properties"]["b"]["maximum"] == 5 and safe["properties"]["b"]["minimum"] == -SAFE_INTEGER
     assert safe["properties"]["c"] == {"enum": [{"type": "integer"}]}  # data inside enum is not a schema

@@ -86,6 +86,12 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             ":material/casino:",
             "Temperature, top-p, top-k and min-p reshape that distribution before one token is drawn.",
         ),
+        StagePage(
+            "Structured output and tools",
+            "structured-output",
+            ":material/data_object:",
+            "A grammar mask lets through only tokens that keep the answer valid JSON or a valid tool call.",
+        ),
     ),
     "Back to the client": (
         StagePage(

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from charts.generation import alternatives_figure, steps_figure
+from charts.logprobs import steps_logprob_figure
 from lifecycle.generate import Generation, GenerationStep
 from ui.cache import answered_prompt, journey_results
 from ui.frame import lesson, show_text, stage_page
@@ -143,6 +144,17 @@ def _finish(generation: Generation, settings: JourneySettings) -> None:
         st.button(f"Back to max_tokens = {default}", on_click=_set_max_tokens, args=(default,))
 
 
+def _logprobs(steps: list[GenerationStep]) -> None:
+    with st.expander("Log-probabilities on the answer (what the API's logprobs return)", expanded=True):
+        st.plotly_chart(steps_logprob_figure(steps), key="generation_logprobs", theme=None)
+        lowest = min(steps, key=lambda step: step.logprob)
+        st.caption(
+            f"Each token coloured by the model's own probability for it (before sampling). The least likely "
+            f"token here had logprob {lowest.logprob:.2f} (p = {lowest.base_probability:.1%}) at step "
+            f"{lowest.index + 1}. Hover a token for its top alternatives."
+        )
+
+
 with stage_page("generation") as settings:
     prepared, answer = answered_prompt(settings)
     view = _view(settings)
@@ -168,6 +180,8 @@ with stage_page("generation") as settings:
 
     st.subheader("The answer so far", anchor=False)
     show_text("".join(s.delta for s in generation.steps[:revealed]) or "(nothing yet)", limit=4000)
+    if revealed:
+        _logprobs(generation.steps[:revealed])
     _step_detail(generation, revealed, picked, greedy)
 
     st.subheader("Step by step", anchor=False)

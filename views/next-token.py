@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 
 from charts.embeddings import quoted
+from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
 from ui.cache import finished_answer, inspected_prompt
 from ui.frame import lesson, stage_page
@@ -74,4 +75,15 @@ with stage_page("next-token") as settings:
             f"With temperature {s.temperature:g} and repetition penalty {s.repetition_penalty:g} the first token is "
             f"drawn from the reshaped distribution (see Sampling); this time it {same} the greedy choice. Set "
             "temperature to 0 (and repetition penalty to 1) and it always is."
+        )
+
+    if journey.generation.steps:
+        steps = journey.generation.steps
+        st.subheader("Every token of the answer, highlighted by its log-probability", anchor=False)
+        st.plotly_chart(steps_logprob_figure(steps), key="next_token_logprobs", theme=None)
+        unsure = sum(step.base_probability < 0.5 for step in steps)
+        st.caption(
+            f"The distribution above is the first of {len(steps)}: the model made one at every generated token. "
+            f"Each box is coloured by the probability it gave the token that was chosen (the API's `logprobs`); "
+            f"{unsure} of the {len(steps)} tokens had less than 50%. Hover a token for the alternatives."
         )

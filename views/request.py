@@ -11,7 +11,8 @@ from lifecycle.journey import journey_request
 from lifecycle.errors import LifecycleError
 from lifecycle.server.chat_request import EXTENSIONS
 from lifecycle.server.remote import DEADLINE_SECONDS, send_chat_completion
-from lifecycle.server.snippets import render_curl, render_javascript, render_python
+from lifecycle.server.responses_request import as_responses_request, wire_differences
+from lifecycle.server.snippets import python_call, render_curl, render_javascript, render_python
 from lifecycle.server.statelessness import resend_sizes
 from lifecycle.server.wire import render_http_request, render_http_response
 from lifecycle.stream import delta_content, frame_kind
@@ -75,6 +76,43 @@ def _show_request_views(request) -> None:
         st.code(render_python(request, own_api_base()), language="python")
     with tabs[4]:
         st.code(render_javascript(request, own_api_base()), language="javascript")
+
+
+def _show_both_endpoints(request) -> None:
+    st.subheader("The same call through the Responses API", anchor=False)
+    responses = as_responses_request(request)
+    differences = wire_differences(request, responses)
+    size = next(d for d in differences if d.aspect == "body size")
+    st.markdown(
+        f"OpenAI's newer endpoint, `POST /v1/responses`, asks the model the same thing in other words; this "
+        f"server answers both, through the same stages. Here this request takes {size.chat_completions} as a "
+        f"chat completion and {size.responses} as a Responses call. The big difference is state: with "
+        "`previous_response_id` the server keeps the conversation, so the next turn sends only its new message."
+    )
+    st.caption("The call with the openai Python SDK (same client, same key), then how the answer is read:")
+    left, right = st.columns(2)
+    with left:
+        st.caption("chat completions")
+        st.code(python_call(request), language="python", wrap_lines=True)
+    with right:
+        st.caption("Responses")
+        st.code(python_call(responses), language="python", wrap_lines=True)
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "": [d.aspect for d in differences],
+                "chat completions": [d.chat_completions for d in differences],
+                "Responses": [d.responses for d in differences],
+            }
+        ),
+        hide_index=True,
+        key="endpoint_differences",
+    )
+    with st.expander("Both bodies as JSON"):
+        left, right = st.columns(2)
+        left.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json", wrap_lines=True)
+        right.code(json.dumps(responses.to_payload(), ensure_ascii=False, indent=2), language="json",
+                   wrap_lines=True)
 
 
 def _show_response(answer) -> None:
@@ -247,6 +285,7 @@ with stage_page("request") as settings:
             f"**{answer.response['choices'][0]['finish_reason']}**. That body is all the model gets: the API keeps "
             "no memory of earlier calls, so a conversation is sent again in full on every turn."
         )
+    _show_both_endpoints(request)
     _show_response(answer)
     _show_statelessness(settings, prepared, answer)
     _remote_form(request)

@@ -15,6 +15,7 @@ import streamlit as st
 
 from charts.sampling import (
     cumulative_mass,
+    drawn_from_figure,
     nucleus_figure,
     rank_labels,
     resampling_figure,
@@ -230,8 +231,8 @@ def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabul
         "OpenAI counts presence and frequency penalties over the answer so far; at the answer's first token "
         "that is empty, so here they count the prompt's tokens to show what they do later in the answer."
     )
-    st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="api_resampling", theme=None)
     st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="api_survivors", theme=None)
+    st.plotly_chart(drawn_from_figure(sampled, token_text), key="api_drawn_from", theme=None)
 
 
 @st.fragment

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from lifecycle.context import TOOLS, context_budget, render_messages
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.server.chat_request import DEFAULT_MAX_TOKENS, ChatRequest, validate_request
+from lifecycle.server.chat_request import DEFAULT_MAX_TOKENS, ChatRequest, check_token_ids, validate_request
 from lifecycle.server.calllog import CallLog
 from lifecycle.server.config import ApiConfig
 from lifecycle.server.errors import ApiError
@@ -31,6 +31,9 @@ from lifecycle.server.exchange import Exchange, new_request_id
 from lifecycle.server.keys import bearer_token, check_api_key
 from lifecycle.server.ratelimit import RateLimiter
 from lifecycle.server.routing import route
+from lifecycle.server.response_store import ResponseStore
+from lifecycle.server.responses_request import ResponsesRequest, validate_responses_request
+from lifecycle.server.responses_worker import ResponsesJob
 from lifecycle.server.worker import CancellingStream, GenerationJob
 from lifecycle.vocabulary import token_bytes
 from lifecycle.serving import LiveCall, QueueFull, model_queue, model_status, start_model_loading
@@ -53,6 +56,7 @@ class ApiServer:
         self.refused = Counter()  # unauthenticated refusals by outcome: the only trace they leave
         self.log = CallLog(config.call_log, redact=config.keys.values(), max_rows=config.log_max_rows,
                            max_age_seconds=config.log_max_days * 86_400)
+        self.responses_store = ResponseStore()
 
     # --- plumbing ------------------------------------------------------------------------------
 
@@ -125,13 +129,48 @@ class ApiServer:
         exchange.journey["request"]["headers"] = _shown_headers(request)
         body = await self._read_body(request, exchange)
         chat = self._parse(request, body, exchange)
+        return await self._serve(request, exchange, chat, GenerationJob)
+
+    async def responses(self, request: Request, exchange: Exchange) -> Response:
+        """``POST /v1/responses``: translated to the chat form (with the stored conversation of
+        ``previous_response_id``), generated the same way, answered as a Response."""
+        _only(request, "POST")
+        self._authenticate(request, exchange)  # before the body is read, as for chat completions
+        exchange.journey["request"]["headers"] = _shown_headers(request)
+        body = await self._read_body(request, exchange)
+        wanted = self._parse(request, body, exchange, validate_responses_request)
+        history = self._history(wanted, exchange)
+        try:
+            chat = wanted.to_chat(history)
+        except LifecycleError as error:
+            raise ApiError(400, error.message, param=error.param, code=error.code) from error
+
+        def job(*args) -> ResponsesJob:
+            return ResponsesJob(*args, request=wanted, store=self.responses_store)
+
+        return await self._serve(request, exchange, chat, job)
+
+    def _history(self, wanted: ResponsesRequest, exchange: Exchange) -> tuple[dict, ...]:
+        if wanted.previous_response_id is None:
+            return ()
+        stored = self.responses_store.get(wanted.previous_response_id, exchange.key_name)
+        if stored is None:
+            exchange.step("state", "refused", "previous_response_id is not in this server's store.", 400)
+            raise ApiError(400, f"Previous response with id {wanted.previous_response_id!r} not found.",
+                           param="previous_response_id", code="previous_response_not_found")
+        exchange.step("state", "passed", f"Continued from {wanted.previous_response_id}: "
+                      f"{len(stored.messages)} stored message(s) prepended.", 200)
+        return stored.messages
+
+    async def _serve(self, request: Request, exchange: Exchange, chat: ChatRequest, job_class: Callable) -> Response:
+        """Budget, rate limit, queue, then a worker thread that generates and answers."""
         loaded = self._ready_model(exchange)
         least = _least_prompt_tokens(chat, loaded)
         if least > loaded.context_window:  # refused without tokenizing a huge prompt, and charged like any call
             limits = self._rate_limit(exchange, least + (chat.max_tokens or 1))
             raise _context_length_error(loaded.context_window, f"at least {least}", chat.max_tokens or 1, limits)
         prompt_ids, max_tokens, budget = await self._budget(chat, loaded, exchange)
-        limits = self._rate_limit(exchange, len(prompt_ids) + max_tokens)  # an unfit prompt pays too
+        limits = self._rate_limit(exchange, len(prompt_ids) + max_tokens * chat.n)  # an unfit prompt pays too
         if not budget.fits:
             raise _context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens, limits)
         call = LiveCall(exchange.id, exchange.key_name, chat.model, chat.stream, len(prompt_ids), max_tokens)
@@ -142,7 +181,7 @@ class ApiServer:
             raise ApiError(503, str(full), type="server_error", code="queue_full", outcome="error",
                            headers={"retry-after": str(full.retry_after), **limits}) from full
         exchange.step("queue", "admitted", f"Queued behind {len(model_queue().snapshot()) - 1} call(s).")
-        job = GenerationJob(self, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
+        job = job_class(self, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
         threading.Thread(target=job.run, name=f"generate-{exchange.id}", daemon=True).start()
         if chat.stream:
             headers = {**limits, "cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -205,7 +244,7 @@ class ApiServer:
         exchange.step("auth", "passed", decision.message, decision.status)
         return decision.key_name
 
-    def _parse(self, request: Request, body: bytes, exchange: Exchange) -> ChatRequest:
+    def _parse(self, request: Request, body: bytes, exchange: Exchange, validate: Callable = validate_request):
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
             raise ApiError(400, f"Expected 'Content-Type: application/json', got {media_type or 'none'!r}.",
@@ -217,7 +256,7 @@ class ApiServer:
             raise ApiError(400, f"The request body is not valid JSON: {detail}.", code="invalid_json") from error
         status = model_status()
         try:
-            chat = validate_request(payload, known_models=[status.name])
+            chat = validate(payload, known_models=[status.name])
         except LifecycleError as error:
             if error.code == "model_not_found":
                 decision = route(payload.get("model"), [status.name])
@@ -241,6 +280,7 @@ class ApiServer:
     async def _budget(self, chat: ChatRequest, loaded: LoadedModel, exchange: Exchange):
         """(prompt ids, max_tokens, context budget) of a prompt already known to be of a bounded size."""
         try:
+            check_token_ids(chat, loaded.vocab_size)
             prompt = await asyncio.to_thread(render_messages, chat.messages, chat.output.definitions())
         except LifecycleError as error:
             raise ApiError(400, error.message, param=error.param, code=error.code) from error

@@ -18,10 +18,10 @@ from starlette.responses import StreamingResponse
 
 from lifecycle import generate as generation
 from lifecycle import stream as streaming
+from lifecycle.logprobs import logprobs_content
 from lifecycle.model import LoadedModel
-from lifecycle.server.chat_request import ChatRequest
-from lifecycle.server.completion import build_response, new_completion_id
-from lifecycle.sampling import SamplingSettings
+from lifecycle.server.chat_request import ChatRequest, sampling_settings
+from lifecycle.server.completion import Choice, completion_body, new_completion_id
 from lifecycle.server.errors import ApiError, error_envelope
 from lifecycle.server.exchange import Exchange
 from lifecycle.tools import read_output
@@ -31,12 +31,6 @@ if TYPE_CHECKING:
     from lifecycle.server.endpoints import ApiServer
 
 _log = logging.getLogger(__name__)
-
-
-def sampling_settings(chat: ChatRequest) -> SamplingSettings:
-    seed = None if chat.seed is None else chat.seed % 2**63  # the API allows negative seeds
-    return SamplingSettings(temperature=chat.temperature, top_p=chat.top_p, top_k=chat.top_k, min_p=chat.min_p,
-                            repetition_penalty=chat.repetition_penalty, seed=seed)
 
 
 _DONE = object()
@@ -52,7 +46,11 @@ class GenerationJob:
         self.completion_id = new_completion_id()
         self.items: asyncio.Queue = asyncio.Queue()
         exchange.journey["completion_id"] = self.completion_id
-        exchange.journey["settings"] = asdict(sampling_settings(chat)) | {"max_tokens": max_tokens, "stop": chat.stop}
+        exchange.journey["settings"] = asdict(sampling_settings(chat)) | {
+            "max_tokens": max_tokens, "stop": chat.stop, "n": chat.n, "logprobs": chat.logprobs_count,
+        }
+        if chat.metadata:
+            exchange.journey["metadata"] = chat.metadata
 
     def _emit(self, item: object) -> None:
         try:
@@ -79,7 +77,7 @@ class GenerationJob:
             _log.exception("generation failed for %s", exchange.id)
             exchange.outcome, exchange.status = "error", exchange.status or 500
             exchange.error = f"Generation failed: {type(error).__name__}."
-            tail = [_error_frame(error), "data: [DONE]\n\n"] if self.chat.stream else [error]
+            tail = self._failure_frames(error) if self.chat.stream else [error]
             exchange.journey.setdefault("frames", []).extend(
                 {"at": round(exchange.elapsed(), 6), "sse": frame} for frame in tail if self.chat.stream
             )
@@ -89,32 +87,58 @@ class GenerationJob:
                 self._emit(item)
             self._emit(_DONE)
 
+    def _choice_steps(self) -> list:
+        """One generation per choice (n), each with its own seed; validated before any model work."""
+        return [
+            generation.generate_steps(self.loaded, self.prompt_ids, sampling_settings(self.chat, index),
+                                      self.max_tokens, self.chat.stop, cancelled=self.call.cancel.is_set,
+                                      timings=self.timings if index == 0 else None,
+                                      constraint=self.chat.output.constraint(self.loaded))
+            for index in range(self.chat.n)
+        ]
+
+    def _generations(self) -> list[generation.Generation]:
+        """Every choice generated side by side (one step of each in turn), collected in index order."""
+        self.timings: dict = {}
+        sources = self._choice_steps()
+        collected: list[list] = [[] for _ in sources]
+        for index, step in streaming.interleave(sources):
+            collected[index].append(step)
+        prefill = self.timings.get("prefill_seconds", 0.0)
+        return [generation.Generation.collect(self.prompt_ids, choice, prefill) for choice in collected]
+
     def _generate(self) -> list[object]:
         exchange = self.exchange
-        output = self.chat.output
-        result = generation.generate(self.loaded, self.prompt_ids, sampling_settings(self.chat), self.max_tokens,
-                                     stop=self.chat.stop, cancelled=self.call.cancel.is_set,
-                                     constraint=output.constraint(self.loaded))
-        content, calls = read_output(result.text) if output.may_call else (result.text, [])
-        finish_reason = "tool_calls" if calls and result.finish_reason == "stop" else result.finish_reason
-        exchange.finish_reason = finish_reason
-        exchange.completion_tokens = result.completion_tokens
-        exchange.ttft = round(self.call.waited_seconds + result.prefill_seconds, 6)
-        decode = result.decode_seconds
+        results = self._generations()
+        completion_tokens = sum(result.completion_tokens for result in results)
+        exchange.finish_reason = results[0].finish_reason
+        exchange.completion_tokens = completion_tokens
+        exchange.ttft = round(self.call.waited_seconds + results[0].prefill_seconds, 6)
+        decode = max(result.decode_seconds for result in results)
         exchange.journey["timings"] = {
-            "queue_seconds": round(self.call.waited_seconds, 6), "prefill_seconds": result.prefill_seconds,
+            "queue_seconds": round(self.call.waited_seconds, 6), "prefill_seconds": results[0].prefill_seconds,
             "decode_seconds": decode, "ttft": exchange.ttft,
-            "tokens_per_second": result.completion_tokens / decode if decode > 0 else None,
+            "tokens_per_second": completion_tokens / decode if decode > 0 else None,
         }
-        if result.finish_reason == "cancelled":
-            exchange.status, exchange.outcome = 499, "cancelled"
+        if self.call.cancel.is_set() or any(result.finish_reason == "cancelled" for result in results):
+            exchange.status, exchange.outcome, exchange.finish_reason = 499, "cancelled", "cancelled"
             return []
-        body = build_response(self.completion_id, self.chat.model, content, finish_reason,
-                              len(self.prompt_ids), result.completion_tokens,
-                              tool_calls=[call.wire() for call in calls] or None)
+        body = self._body(results, completion_tokens)
         exchange.status, exchange.outcome = 200, "ok"
         exchange.journey["response"] = {"status": 200, "body": body}
         return [body]
+
+    def _body(self, results: list[generation.Generation], completion_tokens: int) -> dict:
+        choices = [self._choice(result) for result in results]
+        self.exchange.finish_reason = choices[0].finish_reason
+        return completion_body(self.completion_id, self.chat.model, choices, len(self.prompt_ids), completion_tokens)
+
+    def _choice(self, result: generation.Generation) -> Choice:
+        """One choice: its text, or the tool call read out of it (finish_reason "tool_calls")."""
+        content, calls = read_output(result.text) if self.chat.output.may_call else (result.text, [])
+        finish_reason = "tool_calls" if calls and result.finish_reason == "stop" else result.finish_reason
+        return Choice(content, finish_reason, logprobs_content(result.steps, self.chat.logprobs_count),
+                      [call.wire() for call in calls] or None)
 
     def _stream(self) -> list[object]:
         """Send each frame as it is made; keep ``data: [DONE]`` back for after the log write.
@@ -124,10 +148,10 @@ class GenerationJob:
         """
         exchange = self.exchange
         frames = exchange.journey.setdefault("frames", [])
-        events = streaming.stream_completion(
-            self.loaded, self.prompt_ids, sampling_settings(self.chat), self.max_tokens, self.chat.model,
-            self.completion_id, True, stop=self.chat.stop, cancelled=self.call.cancel.is_set,
-            started=exchange.started, output=self.chat.output,
+        self.timings = {}
+        events = streaming.stream_choice_events(
+            self._choice_steps(), self.completion_id, self.chat.model, len(self.prompt_ids), True,
+            started=exchange.started, logprobs=self.chat.logprobs_count, tool_calls=self.chat.output.may_call,
         )
         exchange.status, exchange.outcome = 200, "ok"
         tail = []
@@ -163,6 +187,10 @@ class GenerationJob:
         if self.call.cancel.is_set() and exchange.finish_reason in (None, "cancelled"):
             exchange.status, exchange.outcome, exchange.finish_reason = 499, "cancelled", "cancelled"
         return tail
+
+    def _failure_frames(self, error: Exception) -> list[str]:
+        """What a stream that failed after its headers ends with."""
+        return [_error_frame(error), "data: [DONE]\n\n"]
 
     def _usage(self, usage: dict) -> None:
         self.exchange.prompt_tokens = usage.get("prompt_tokens", self.exchange.prompt_tokens)

@@ -70,3 +70,24 @@ def test_try_max_tokens_5_stops_with_length(run_page):
     assert not app.exception
     assert len(table(app)) == 5
     assert any("max_tokens = 5" in w.value and "length" in w.value for w in app.warning)
+
+
+def test_the_answer_is_highlighted_by_its_logprobs(run_page, loaded):
+    import math
+
+    import numpy as np
+
+    from lifecycle.journey import run_journey
+    from tests.pages.harness import plotly_figure
+
+    app = run_page("generation", prompt="Name a colour.", temperature=0, max_tokens=6, seed=1)
+    assert not app.exception
+    click(app, "Run to the end")
+    bar = plotly_figure(app, "generation_logprobs").data[0]
+    from ui.settings import JourneySettings
+
+    steps = run_journey(JourneySettings(prompt="Name a colour.", temperature=0, max_tokens=6, seed=1).journey_input(),
+                        loaded).generation.steps
+    assert len(bar.marker.color) == len(steps)
+    # the same greedy run (batched runs may differ in the last float digits)
+    assert np.allclose(bar.marker.color, [math.exp(s.logprob) for s in steps], rtol=1e-3)

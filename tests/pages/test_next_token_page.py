@@ -60,3 +60,12 @@ def test_rank_curve_spans_the_vocabulary_and_logprob_toggle(run_page, expected):
     assert not app.exception
     bars = plotly_figure(app, "next_token_bars").data[0]
     np.testing.assert_allclose(bars.x, [c.logprob for c in expected.top(15)], rtol=1e-4, atol=1e-4)
+
+
+def test_the_answer_is_highlighted_with_the_first_box_matching_the_distribution(run_page, expected):
+    app = run_page("next-token", prompt=PROMPT, temperature=0, max_tokens=4)
+    assert not app.exception
+    bar = plotly_figure(app, "next_token_logprobs").data[0]
+    assert len(bar.marker.color) == 4
+    # greedy: the first generated token is the argmax, coloured by the probability shown above
+    np.testing.assert_allclose(bar.marker.color[0], expected.top(1)[0].probability, rtol=1e-3)

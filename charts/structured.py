@@ -1,0 +1,38 @@
+"""Structured-output page chart: how many tokens of the vocabulary the grammar mask let through at
+each step of one constrained generation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from charts.sampling import token_label
+from charts.theme import OKABE_ITO, TEMPLATE, axis_title
+
+AGREED, OVERRULED = OKABE_ITO[2], OKABE_ITO[5]
+
+
+def mask_figure(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequence[bool], vocabulary: int) -> go.Figure:
+    """One bar per generated token: how many tokens the mask allowed there (log axis, the whole
+    vocabulary as a dashed line); bars where the model's own favourite was masked out are marked."""
+    labels = [f"{i}. {token_label(t)}" for i, t in enumerate(tokens, start=1)]
+    colours = [OVERRULED if o else AGREED for o in overruled]
+    figure = go.Figure(
+        go.Bar(
+            x=labels, y=list(allowed), marker_color=colours, text=[f"{a:,}" if a > 1 else "" for a in allowed],
+            textposition="outside", textfont=dict(size=12), constraintext="none",
+            cliponaxis=False, customdata=["mask overruled the model" if o else "model's favourite allowed" for o in overruled],
+            hovertemplate="step %{x}: %{y:,} tokens allowed<br>%{customdata}<extra></extra>",
+        )
+    )
+    figure.add_hline(y=vocabulary, line_dash="dash", line_color="grey",
+                     annotation_text=f"whole vocabulary: {vocabulary:,}", annotation_position="bottom right")
+    figure.update_layout(
+        template=TEMPLATE, showlegend=False, height=380,
+        xaxis=dict(title=axis_title("Generated token"), tickangle=-60),
+        yaxis=dict(title=axis_title("Tokens the mask allows", "log scale"), type="log", dtick=1, tickformat=",",
+                   range=[-0.2, math.log10(vocabulary) + 0.6]),
+    )
+    return figure

@@ -1,0 +1,43 @@
+"""The structured-output page and the logprob highlighting in a real browser, at projector sizes:
+a streamed tool call's fragments, the grammar-mask chart, and the json_object mask on Sampling."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.app_page import EXCEPTION, full_screenshot, main_text, open_page, wait_idle
+
+pytestmark = pytest.mark.browser
+
+PROMPT = "What's the weather in Paris?"
+SIZES = [(1366, 768), (1024, 768)]
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_structured_output_page_follows_a_tool_call(app_url, page, screenshots, width, height):
+    page.set_viewport_size({"width": width, "height": height})
+    open_page(page, app_url, "structured-output", prompt=PROMPT, temperature=0)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    text = main_text(page)
+    assert "validates against its schema" in text and "What the stream sends" in text
+    assert "prompt tokens" in text and "tool_calls" in text
+    full_screenshot(page, screenshots / f"structured-output-{width}x{height}.png")
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_logprob_highlighting_and_the_grammar_stage(app_url, page, screenshots, width, height):
+    page.set_viewport_size({"width": width, "height": height})
+    open_page(page, app_url, "generation", prompt=PROMPT, temperature=0.7, max_tokens=24)
+    page.get_by_role("button", name="Run to the end").first.click()
+    wait_idle(page)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    assert "Log-probabilities on the answer" in main_text(page)
+    full_screenshot(page, screenshots / f"generation-logprobs-{width}x{height}.png")
+
+    open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7)
+    page.get_by_test_id("stMainBlockContainer").get_by_text("grammar mask)").click()
+    wait_idle(page)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    assert "can start a JSON object" in main_text(page)
+    full_screenshot(page, screenshots / f"sampling-api-stages-{width}x{height}.png")

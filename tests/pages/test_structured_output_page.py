@@ -1,0 +1,42 @@
+"""The Structured output page under AppTest: a real constrained tool call and a json_schema answer."""
+
+import json
+
+from lifecycle.structured import follow_call
+from lifecycle.tools import output_rules
+from tests.pages.harness import plotly_figure
+
+PROMPT = "What's the weather in Paris?"
+SETTINGS = dict(prompt=PROMPT, temperature=0.0, max_tokens=8, seed=1)
+
+
+def test_a_required_tool_call_is_followed_to_its_validated_arguments(run_page, loaded):
+    app = run_page("structured-output", **SETTINGS)
+    assert not app.exception and not app.error
+    rules = output_rules(tools=json.loads(app.text_area(key="structured_tools").value), tool_choice="required")
+    from lifecycle.sampling import SamplingSettings
+
+    run = follow_call(loaded, [{"role": "user", "content": PROMPT}], rules, SamplingSettings(temperature=0.0, seed=1), 120)
+    assert run.finish_reason == "tool_calls" and run.valid
+    figure = plotly_figure(app, "structured_mask")
+    assert list(figure.data[0].y) == [s.allowed for s in run.steps]
+    assert max(figure.data[0].y) < loaded.vocab_size
+    text = " ".join(m.value for m in app.markdown)
+    assert f"cost **{run.tool_tokens:,} prompt tokens**" in text and f"took **{len(run.steps)} tokens**" in text
+    deltas = [json.loads(d) for d in app.dataframe[0].value["chunk delta"]]
+    head = deltas[0]["tool_calls"][0]
+    assert head["function"] == {"name": run.tool_calls[0]["function"]["name"], "arguments": ""}
+    fragments = "".join(d["tool_calls"][0]["function"]["arguments"] for d in deltas[1:])
+    assert fragments == run.tool_calls[0]["function"]["arguments"]
+    assert any("validates against its schema" in s.value for s in app.success)
+
+
+def test_json_schema_mode_and_a_bad_schema(run_page):
+    app = run_page("structured-output", **SETTINGS)
+    app.segmented_control(key="structured_mode").set_value("JSON matching a schema").run()
+    assert not app.exception and not app.error
+    assert any("validates against its schema" in s.value for s in app.success)
+    assert "costs no prompt tokens here" in " ".join(m.value for m in app.markdown)
+    app.text_area(key="structured_schema").set_value('{"type": "object", "if": {}}').run()
+    assert not app.exception
+    assert "if" in app.error[0].value and "schema" in app.error[0].value

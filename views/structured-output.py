@@ -1,0 +1,131 @@
+"""Structured output page: one tool call or json_schema answer followed through the grammar.
+
+The sidebar's prompt is sent with tools (or a response_format) chosen here; the page shows what
+the tool definitions cost in the prompt, how many tokens the grammar mask allowed at each step,
+the stream deltas as OpenAI sends them (a tool call's arguments arriving in fragments), and the
+final object validated against its schema. The run goes through lifecycle.structured.follow_call.
+"""
+
+import json
+
+import streamlit as st
+
+from charts.structured import mask_figure
+from lifecycle.errors import LifecycleError
+from lifecycle.structured import StructuredRun, follow_call
+from lifecycle.tools import output_rules
+from ui.cache import per_prompt_cache
+from ui.frame import lesson, loaded_model, show_text, stage_page
+from ui.settings import JourneySettings
+
+MAX_TOKENS = 120
+EXAMPLE_TOOLS = [
+    {"type": "function", "function": {
+        "name": "search_docs", "description": "Search the encyclopedia and return the best matching passages.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string", "maxLength": 80}},
+                       "required": ["query"], "additionalProperties": False}}},
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
+                                                        "unit": {"enum": ["celsius", "fahrenheit"]}},
+                       "required": ["city", "unit"], "additionalProperties": False}}},
+]
+EXAMPLE_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "maxLength": 160}, "confidence": {"type": "number", "minimum": 0,
+                                                                                   "maximum": 1}},
+    "required": ["answer", "confidence"], "additionalProperties": False,
+}
+CHOICES = ("required", "auto", "none")
+SHOWN_FRAGMENTS = 60
+
+
+@per_prompt_cache
+def _run(messages_json: str, fields_json: str, settings: JourneySettings, _loaded) -> StructuredRun:
+    rules = output_rules(**json.loads(fields_json))
+    return follow_call(_loaded, json.loads(messages_json), rules, settings.sampling(), MAX_TOKENS)
+
+
+def _parse_json(text: str, what: str, param: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise LifecycleError(f"The {what} is not valid JSON: {error.msg} (line {error.lineno}).", param) from None
+
+
+def _request_fields() -> dict:
+    mode = st.segmented_control("Ask for", ["A tool call", "JSON matching a schema"], default="A tool call",
+                                key="structured_mode") or "A tool call"
+    if mode == "A tool call":
+        tools_text = st.text_area("tools", json.dumps(EXAMPLE_TOOLS, indent=1), height=200, key="structured_tools")
+        names = [t.get("function", {}).get("name") for t in EXAMPLE_TOOLS]
+        choice = st.selectbox("tool_choice", [*CHOICES, *[f"function: {n}" for n in names]], key="structured_choice")
+        tool_choice = ({"type": "function", "function": {"name": choice.split(": ", 1)[1]}}
+                       if choice.startswith("function: ") else choice)
+        return {"tools": _parse_json(tools_text, "tools list", "tools"), "tool_choice": tool_choice}
+    schema_text = st.text_area("response_format.json_schema.schema", json.dumps(EXAMPLE_SCHEMA, indent=1), height=200,
+                               key="structured_schema")
+    schema = _parse_json(schema_text, "schema", "response_format")
+    return {"response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}}
+
+
+def _lesson(run: StructuredRun) -> None:
+    narrowest = min(step.allowed for step in run.steps)
+    forced = sum(step.allowed == 1 for step in run.steps)
+    overruled = sum(not step.model_choice_allowed for step in run.steps)
+    cost = (f"The tool definitions cost **{run.tool_tokens:,} prompt tokens** on every call that carries them. "
+            if run.tool_tokens else
+            f"The schema costs no prompt tokens here: the grammar alone enforces it (written into the prompt it "
+            f"would cost **{run.schema_tokens:,}**). ")
+    lesson(
+        cost + f"The answer took **{len(run.steps)} tokens**. At every step the grammar mask let through between "
+        f"**{narrowest:,}** and **{max(s.allowed for s in run.steps):,}** of the {run.vocabulary:,} tokens; "
+        f"**{forced}** steps had exactly one allowed token, and at **{overruled}** steps the model's own favourite "
+        f"was masked out. finish_reason: **{run.finish_reason}**."
+    )
+
+
+def _fragments(run: StructuredRun) -> None:
+    st.subheader("What the stream sends", anchor=False)
+    rows = [{"step": s.index + 1, "token": s.token, "chunk delta": json.dumps(d, ensure_ascii=False),
+             "arguments so far": s.arguments}
+            for s in run.steps for d in s.deltas]
+    st.dataframe(rows[:SHOWN_FRAGMENTS], hide_index=True, width="stretch")
+    if run.tool_calls:
+        st.caption("The first tool-call delta carries the call's id, type, name and empty arguments; every later "
+                   "one only an arguments fragment with the call's index. The client glues the fragments together "
+                   "and can parse the arguments only once the call has finished.")
+    if len(rows) > SHOWN_FRAGMENTS:
+        st.caption(f"First {SHOWN_FRAGMENTS} of {len(rows)} deltas.")
+
+
+def _result(run: StructuredRun) -> None:
+    st.subheader("The final object", anchor=False)
+    if run.tool_calls:
+        st.json({"finish_reason": run.finish_reason, "message": {"role": "assistant", "content": None,
+                                                                  "tool_calls": run.tool_calls}})
+    if run.valid:
+        st.success("The answer parses as JSON and validates against its schema (checked with jsonschema).",
+                   icon=":material/check_circle:")
+        st.json(run.value)
+    else:
+        st.warning(f"Not a validated object: {run.problem}", icon=":material/warning:")
+        show_text(run.text)
+
+
+with stage_page("structured-output") as settings:
+    fields = _request_fields()
+    output_rules(**fields)  # bad tools, schema or tool_choice: the API's own message, before any model work
+    loaded = loaded_model()
+    with st.spinner("Generating under the grammar…", show_time=True):
+        run = _run(json.dumps(settings.messages()), json.dumps(fields, sort_keys=True), settings, loaded)
+    _lesson(run)
+    st.plotly_chart(mask_figure([s.token for s in run.steps], [s.allowed for s in run.steps],
+                                [not s.model_choice_allowed for s in run.steps], run.vocabulary),
+                    key="structured_mask", theme=None)
+    st.caption("Green: the model's own most likely token was allowed. Orange: the mask removed it and the token "
+               "was drawn from what the grammar allowed. A bar of 1 is a forced token.")
+    _fragments(run)
+    _result(run)
+    with st.expander("The prompt the model read"):
+        show_text(run.prompt.text, limit=8_000)
