@@ -51,6 +51,7 @@ HONOURED = (
 )
 # Structured output and tools: validated together (lifecycle.tools.output_rules), sent as given.
 OUTPUT_FIELDS = ("response_format", "tools", "tool_choice", "parallel_tool_calls")
+DEFAULT_RESPONSE_FORMAT = {"type": "text"}
 KNOWN_FIELDS = HONOURED + METADATA_FIELDS + tuple(REFUSED) + EXTENSIONS
 _MESSAGE_FIELDS = ("role", "content", "name", "refusal", "tool_calls", "tool_call_id", "function_call", "audio",
                    "annotations")
@@ -375,7 +376,8 @@ def validate_request(payload: object, *, known_models: Sequence[str] | None = No
         top_logprobs=top_logprobs,
         metadata=_metadata(payload),
         output=output,
-        output_fields={name: payload[name] for name in OUTPUT_FIELDS if payload.get(name) is not None},
+        output_fields={name: payload[name] for name in OUTPUT_FIELDS
+                       if payload.get(name) is not None and payload[name] != DEFAULT_RESPONSE_FORMAT},
     )
 
 
