@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
+from lifecycle.vocabulary import show_token
 from charts.theme import MUTED, OKABE_ITO, SEQUENTIAL, TEMPLATE, axis_title
 
 # Colour follows the square root of the weight (the colour bar still reads true weights): most weights
@@ -140,7 +141,7 @@ def logit_lens_chart(layers: Sequence[int], tokens: Sequence[str], probabilities
         go.Bar(
             x=list(layers),
             y=list(probabilities),
-            text=[repr(t) for t in tokens],
+            text=[show_token(t) for t in tokens],
             textposition="outside",
             textangle=-90,
             cliponaxis=False,

@@ -8,17 +8,18 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from lifecycle.vocabulary import show_token
 from charts.theme import DIVERGING, OKABE_ITO, TEMPLATE, axis_title
 
 
 def token_labels(texts: Sequence[str], start: int = 0) -> list[str]:
     """Unique, readable labels: position (counting from ``start``) and the text, whitespace made visible."""
-    return [f"{i}: {text!r}" for i, text in enumerate(texts, start=start)]
+    return [f"{i}: {show_token(text)}" for i, text in enumerate(texts, start=start)]
 
 
 def quoted(text: str) -> str:
-    """A token's repr for a Markdown sentence: punctuation escaped, so it always shows literally."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>$~])", r"\\\1", repr(text))
+    """A token in quotes for a Markdown sentence (shown as every page shows tokens), punctuation escaped."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>$~])", r"\\\1", f"'{show_token(text)}'")
 
 
 def embedding_strip(vectors: np.ndarray, labels: Sequence[str], dims: int) -> go.Figure:

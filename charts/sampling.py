@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lifecycle.vocabulary import show_token
 from charts.theme import MUTED, OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.sampling import KEPT, STAGES, SampledDistribution
 
@@ -20,14 +21,13 @@ STAGE_LABELS = {
     "top_p": "top-p",
     "min_p": "min-p",
 }
-_VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 BASE_COLOUR, FINAL_COLOUR = OKABE_ITO[0], OKABE_ITO[1]
 
 
 def token_label(text: str) -> str:
     """A token as a chart label: whitespace made visible, and escaped, because Plotly renders
     a few HTML tags (<b>, <br>, <a>) in labels and tokens are model output."""
-    return html.escape(text.translate(_VISIBLE_WHITESPACE) or "∅", quote=False)  # Plotly shows &quot; literally
+    return html.escape(show_token(text), quote=False)  # Plotly shows &quot; literally
 
 
 def rank_labels(ids: Sequence[int], token_text: Callable[[int], str]) -> list[str]:

@@ -14,10 +14,10 @@ import plotly.graph_objects as go
 
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.tokenize import Token
+from lifecycle.vocabulary import VISIBLE_WHITESPACE
 
 CHIP_TINTS = ("#D6EAF8", "#FCE5B6")  # light sky blue / light orange (Okabe-Ito tints)
 SPECIAL_CHIP = "#000000"
-VISIBLE_WHITESPACE = {" ": "·", "\n": "↵", "\t": "→", "\r": "␍"}
 ENCODING_LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o)", "cl100k_base": "cl100k_base (GPT-4)"}
 _CHIP_STYLE = (
     "display:inline-block;margin:2px 1px;padding:1px 5px;border-radius:4px;"
@@ -27,8 +27,8 @@ _CHIP_STYLE = (
 
 
 def visible_whitespace(text: str) -> str:
-    """``text`` with spaces, newlines, tabs and carriage returns drawn as · ↵ → ␍."""
-    return "".join(VISIBLE_WHITESPACE.get(char, char) for char in text)
+    """``text`` with spaces, newlines, tabs and carriage returns drawn as ␣ ↵ ⇥ ␍ (lifecycle.vocabulary's notation)."""
+    return text.translate(VISIBLE_WHITESPACE)
 
 
 def _chip(token: Token, position: int) -> str:

@@ -9,7 +9,7 @@ from charts.embeddings import embedding_strip, pca_map, quoted, similarity_matri
 
 def test_token_labels_are_unique_and_show_whitespace():
     labels = token_labels([" the", " the", "\n"], start=5)
-    assert labels == ["5: ' the'", "6: ' the'", "7: '\\n'"]
+    assert labels == ["5: ␣the", "6: ␣the", "7: ↵"]
     assert len(set(labels)) == 3
 
 

@@ -3,6 +3,8 @@
 import numpy as np
 import streamlit as st
 
+from lifecycle.vocabulary import show_token
+
 from charts.attention import attention_bars, attention_heatmap, attention_mosaic, logit_lens_chart
 from charts.embeddings import quoted, token_labels
 from lifecycle.forward import ForwardPass, run_forward, token_text
@@ -130,9 +132,9 @@ with stage_page("attention") as settings:
     st.dataframe(
         {
             "layer": [g.layer for g in lens],
-            "top guess": [repr(g.candidates[0].text) for g in lens],
+            "top guess": [show_token(g.candidates[0].text) for g in lens],
             "probability": [round(g.candidates[0].probability, 4) for g in lens],
-            "runners-up": [", ".join(repr(c.text) for c in g.candidates[1:4]) for g in lens],
+            "runners-up": [", ".join(show_token(c.text) for c in g.candidates[1:4]) for g in lens],
             "entropy (bits)": [round(g.entropy_bits, 2) for g in lens],
         },
         hide_index=True,
