@@ -15,7 +15,8 @@ from charts.theme import MUTED, OKABE_ITO, SEQUENTIAL, TEMPLATE, axis_title
 # are small next to the first token's, and on a linear scale they all look alike.
 _STOPS = np.linspace(0.0, 1.0, 21)
 SQRT_SCALE = [[float(v), c] for v, c in zip(_STOPS**2, sample_colorscale(SEQUENTIAL, list(_STOPS)))]
-WEIGHT_TICKS = dict(tickvals=[0, 0.05, 0.2, 0.5, 1.0], ticktext=["0", "0.05", "0.2", "0.5", "1"])
+# The colour bar's axis is linear in the weight: a tick at 0.05 would sit on top of the one at 0.
+WEIGHT_TICKS = dict(tickvals=[0, 0.2, 0.5, 1.0], ticktext=["0", "0.2", "0.5", "1"])
 
 # Each tile of the all-heads mosaic is at most this many cells on a side (block-averaged).
 MOSAIC_TILE = 24
@@ -124,7 +125,7 @@ def attention_bars(row: np.ndarray, labels: Sequence[str], query: int) -> go.Fig
     )
     figure.update_layout(
         template=TEMPLATE,
-        xaxis=dict(title=axis_title("Attention weight", "share of this query's attention"), range=[0, 1.1],
+        xaxis=dict(title=axis_title("Attention weight", "%"), range=[0, 1.1],
                    tickformat=".0%"),
         yaxis=dict(title=axis_title("Key token"), type="category", autorange="reversed"),
         height=max(300, 24 * len(keys) + 140),

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.tokenize import Token
 from lifecycle.vocabulary import VISIBLE_WHITESPACE
 
@@ -76,8 +76,7 @@ def language_token_chart(languages: Sequence[str], counts: Mapping[str, Sequence
         title="The same sentence in each language",
         xaxis_title=axis_title("Language"),
         yaxis_title=axis_title("Length", "tokens"),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-        margin=dict(t=110),  # room for the title above the legend row
+        legend=LEGEND_BELOW,
         height=500,
     )
     return figure
