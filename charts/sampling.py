@@ -67,7 +67,8 @@ def resampling_figure(
         go.Bar(
             name="Probability after sampling", y=[l for l, r in zip(labels, removed) if not r],
             x=sampled.final_probs[ids][~removed].tolist(), orientation="h", marker_color=FINAL_COLOUR,
-            text=[f"{p:.1%}" for p in sampled.final_probs[ids][~removed]], textposition="outside",
+            # "auto": inside a bar long enough to hold it, so the longest bar's label stays in the chart.
+            text=[f"{p:.1%}" for p in sampled.final_probs[ids][~removed]], textposition="auto",
             cliponaxis=False, hovertemplate="%{y}: %{x:.2%}<extra></extra>",
         ),
         row=1, col=2,
@@ -76,7 +77,7 @@ def resampling_figure(
         go.Scatter(
             name="Removed by", y=[l for l, r in zip(labels, removed) if r],
             x=[0.0] * int(removed.sum()), mode="text", textposition="middle right",
-            text=[f"✗ removed by {r}" for r, m in zip(reasons, removed) if m],
+            text=[f"✗ {r}" for r, m in zip(reasons, removed) if m],
             textfont=dict(color="#666666"), hoverinfo="skip",
         ),
         row=1, col=2,

@@ -69,13 +69,14 @@ def _preset(temperature: float) -> None:
 def _what_if_sliders(settings: JourneySettings) -> SamplingSettings:
     _start_from_sidebar(settings)
     st.caption("What if you sampled differently? These sliders do not change the journey.")
-    for knob in KNOBS:
+    for column, knob in zip(st.columns(len(KNOBS)), KNOBS):
         spec = NUMBERS[knob]
-        if knob == "top_k":
-            choices = sorted({*TOP_K_CHOICES, settings.top_k})
-            st.select_slider(spec.label, choices, key=LOCAL[knob], help=spec.help)
-        else:
-            st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL[knob], help=spec.help)
+        with column:
+            if knob == "top_k":
+                choices = sorted({*TOP_K_CHOICES, settings.top_k})
+                st.select_slider(spec.label, choices, key=LOCAL[knob], help=spec.help)
+            else:
+                st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL[knob], help=spec.help)
     values = {knob: st.session_state[LOCAL[knob]] for knob in KNOBS}
     return SamplingSettings(**values, seed=settings.seed)
 
@@ -169,13 +170,10 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
     """Everything the what-if sliders change; a slider step reruns only this part, never the page or the model."""
     vocabulary = int(logits.size)
     lesson_box = st.container()  # the lesson comes first but needs the sliders' values
-    chart_column, slider_column = st.columns([3, 1])
-    with slider_column:
-        what_if = _what_if_sliders(settings)
+    what_if = _what_if_sliders(settings)
     sampled = apply_sampling(logits, what_if, previous)
-    with chart_column:
-        st.caption(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling")
-        st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling", theme=None)
+    st.caption(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling")
+    st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling", theme=None)
     with lesson_box:
         _lesson(sampled, what_if, vocabulary)
     _metrics(sampled, vocabulary)
