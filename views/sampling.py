@@ -102,13 +102,14 @@ def _lesson(sampled: SampledDistribution, what_if: SamplingSettings, vocabulary:
     what = "greedy decoding (temperature 0)" if sampled.greedy else (
         f"temperature {what_if.temperature:g}, top-p {what_if.top_p:g}, top-k {what_if.top_k} "
         f"and min-p {what_if.min_p:g}")
-    lesson(
+    lesson(  # inline: it sits in the what-if fragment, which reruns without the rest of the page
         f"The model's most likely next token has a **{sampled.base_probs[top]:.1%}** chance, and the "
         f"distribution's entropy is **{entropy_bits(sampled.base_probs):.2f} bits**. Sampling reshapes it before "
         f"one token is drawn: with {what} and a repetition penalty of {what_if.repetition_penalty:g}, "
         f"**{sampled.kept:,} of {vocabulary:,}** tokens stay in play, the top token's chance becomes "
         f"**{sampled.final_probs[top]:.1%}** and the entropy **{sampled.entropy_bits:.2f} bits**. Move the "
-        "sliders: each move reuses the logits the model already computed, without running it again."
+        "sliders: each move reuses the logits the model already computed, without running it again.",
+        inline=True,
     )
 
 
