@@ -14,6 +14,8 @@ import sys
 import tempfile
 import time
 
+from bench.browser import SLIDER_TARGET_MS, slider_latency
+
 COLD_START = """
 import time
 started = time.perf_counter()
@@ -104,6 +106,14 @@ def main() -> None:
 
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row("peak RSS of this process (MiB)", f"{peak_mib:.0f}", "(app budget 2,700)")
+
+    latency = slider_latency()
+    target = f"<= {SLIDER_TARGET_MS} ms"
+    if latency is None:
+        row("slider step -> chart redrawn (ms, browser)", "-", target, "run tests/browser/test_sampling_slider.py")
+    else:
+        row(f"slider step -> chart redrawn (ms, median of {latency['steps']})",
+            f"{latency['median_ms']:.0f}", target, check(latency["median_ms"] <= SLIDER_TARGET_MS))
 
 
 if __name__ == "__main__":

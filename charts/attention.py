@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -20,6 +22,8 @@ WEIGHT_TICKS = dict(tickvals=[0, 0.2, 0.5, 1.0], ticktext=["0", "0.2", "0.5", "1
 
 # Each tile of the all-heads mosaic is at most this many cells on a side (block-averaged).
 MOSAIC_TILE = 24
+MAX_TOKEN_TICKS = 30
+TICK_FONT = 14
 
 
 def attention_heatmap(
@@ -45,11 +49,15 @@ def attention_heatmap(
             line=dict(color=OKABE_ITO[1], width=3),
         )
     side = max(420, min(900, 16 * len(labels) + 220))
+    step = max(1, math.ceil(len(labels) / MAX_TOKEN_TICKS))
     figure.update_layout(
         template=TEMPLATE,
         title=title,
-        xaxis=dict(title=axis_title("Key: the token looked at"), type="category", tickangle=-60),
-        yaxis=dict(title=axis_title("Query: the token looking"), type="category", autorange="reversed"),
+        # Upright labels, at most MAX_TOKEN_TICKS per axis: long prompts label every n-th token.
+        xaxis=dict(title=axis_title("Key: the token looked at"), type="category", tickangle=-90,
+                   tickfont=dict(size=TICK_FONT), dtick=step),
+        yaxis=dict(title=axis_title("Query: the token looking"), type="category", autorange="reversed",
+                   tickfont=dict(size=TICK_FONT), dtick=step),
         height=side,
     )
     return figure

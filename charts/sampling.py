@@ -52,7 +52,7 @@ def resampling_figure(
     reasons = [STAGE_LABELS[STAGES[s]] if s != KEPT else "" for s in sampled.removed_by[ids]]
     figure = make_subplots(
         rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-        subplot_titles=("The model's distribution (T = 1)", "After sampling: what is drawn from"),
+        subplot_titles=("Model (T = 1)", "After sampling"),
     )
     for name, mask, colour in (("kept", ~removed, BASE_COLOUR), ("removed", removed, MUTED)):
         figure.add_trace(
