@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
+from lifecycle.vocabulary import show_token
 from charts.theme import MUTED, OKABE_ITO, SEQUENTIAL, TEMPLATE, axis_title
 
 # Colour follows the square root of the weight (the colour bar still reads true weights): most weights
 # are small next to the first token's, and on a linear scale they all look alike.
 _STOPS = np.linspace(0.0, 1.0, 21)
 SQRT_SCALE = [[float(v), c] for v, c in zip(_STOPS**2, sample_colorscale(SEQUENTIAL, list(_STOPS)))]
-WEIGHT_TICKS = dict(tickvals=[0, 0.05, 0.2, 0.5, 1.0], ticktext=["0", "0.05", "0.2", "0.5", "1"])
+# The colour bar's axis is linear in the weight: a tick at 0.05 would sit on top of the one at 0.
+WEIGHT_TICKS = dict(tickvals=[0, 0.2, 0.5, 1.0], ticktext=["0", "0.2", "0.5", "1"])
 
 # Each tile of the all-heads mosaic is at most this many cells on a side (block-averaged).
 MOSAIC_TILE = 24
+MAX_TOKEN_TICKS = 30
+TICK_FONT = 14
 
 
 def attention_heatmap(
@@ -43,11 +49,15 @@ def attention_heatmap(
             line=dict(color=OKABE_ITO[1], width=3),
         )
     side = max(420, min(900, 16 * len(labels) + 220))
+    step = max(1, math.ceil(len(labels) / MAX_TOKEN_TICKS))
     figure.update_layout(
         template=TEMPLATE,
         title=title,
-        xaxis=dict(title=axis_title("Key: the token looked at"), type="category", tickangle=-60),
-        yaxis=dict(title=axis_title("Query: the token looking"), type="category", autorange="reversed"),
+        # Upright labels, at most MAX_TOKEN_TICKS per axis: long prompts label every n-th token.
+        xaxis=dict(title=axis_title("Key: the token looked at"), type="category", tickangle=-90,
+                   tickfont=dict(size=TICK_FONT), dtick=step),
+        yaxis=dict(title=axis_title("Query: the token looking"), type="category", autorange="reversed",
+                   tickfont=dict(size=TICK_FONT), dtick=step),
         height=side,
     )
     return figure
@@ -123,7 +133,7 @@ def attention_bars(row: np.ndarray, labels: Sequence[str], query: int) -> go.Fig
     )
     figure.update_layout(
         template=TEMPLATE,
-        xaxis=dict(title=axis_title("Attention weight", "share of this query's attention"), range=[0, 1.1],
+        xaxis=dict(title=axis_title("Attention weight", "%"), range=[0, 1.1],
                    tickformat=".0%"),
         yaxis=dict(title=axis_title("Key token"), type="category", autorange="reversed"),
         height=max(300, 24 * len(keys) + 140),
@@ -140,7 +150,7 @@ def logit_lens_chart(layers: Sequence[int], tokens: Sequence[str], probabilities
         go.Bar(
             x=list(layers),
             y=list(probabilities),
-            text=[repr(t) for t in tokens],
+            text=[show_token(t) for t in tokens],
             textposition="outside",
             textangle=-90,
             cliponaxis=False,

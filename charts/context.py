@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import MUTED, OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.context import DEFAULT_SYSTEM, DOCUMENTS, HISTORY, NEW_MESSAGE, SYSTEM, TEMPLATE as TEMPLATE_SEGMENT
 from lifecycle.context import TOOLS, ContextBudget
 
@@ -77,7 +77,7 @@ def budget_chart(rows: Sequence[tuple[str, ContextBudget]]) -> go.Figure:
         barmode="stack",
         xaxis=dict(title=axis_title("Context window", "tokens"), range=[0, max(window, longest) * 1.04]),
         yaxis=dict(autorange="reversed", title=None),
-        legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, traceorder="normal"),
+        legend=dict(LEGEND_BELOW, traceorder="normal"),
         uniformtext=dict(minsize=13, mode="hide"),
         height=110 * len(rows) + 250,
         margin=dict(t=70),

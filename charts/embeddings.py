@@ -8,17 +8,18 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from charts.theme import DIVERGING, OKABE_ITO, TEMPLATE, axis_title
+from lifecycle.vocabulary import show_token
+from charts.theme import DIVERGING, LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title
 
 
 def token_labels(texts: Sequence[str], start: int = 0) -> list[str]:
     """Unique, readable labels: position (counting from ``start``) and the text, whitespace made visible."""
-    return [f"{i}: {text!r}" for i, text in enumerate(texts, start=start)]
+    return [f"{i}: {show_token(text)}" for i, text in enumerate(texts, start=start)]
 
 
 def quoted(text: str) -> str:
-    """A token's repr for a Markdown sentence: punctuation escaped, so it always shows literally."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>$~])", r"\\\1", repr(text))
+    """A token in quotes for a Markdown sentence (shown as every page shows tokens), punctuation escaped."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>$~])", r"\\\1", f"'{show_token(text)}'")
 
 
 def embedding_strip(vectors: np.ndarray, labels: Sequence[str], dims: int) -> go.Figure:
@@ -109,10 +110,10 @@ def pca_map(coords: np.ndarray, labels: Sequence[str], groups: Sequence[str]) ->
     pad = (high - low) * RANGE_PAD
     figure.update_layout(
         template=TEMPLATE,
-        xaxis=dict(title=axis_title("Principal component 1", "embedding units"), range=[low[0] - pad[0], high[0] + pad[0]]),
-        yaxis=dict(title=axis_title("Principal component 2", "embedding units"), range=[low[1] - pad[1], high[1] + pad[1]]),
+        xaxis=dict(title=axis_title("Component 1", "embedding units"), range=[low[0] - pad[0], high[0] + pad[0]]),
+        yaxis=dict(title=axis_title("Component 2", "embedding units"), range=[low[1] - pad[1], high[1] + pad[1]]),
         height=560,
-        legend=dict(orientation="h", y=-0.2),
+        legend=LEGEND_BELOW,
     )
     return figure
 

@@ -64,6 +64,6 @@ def steps_figure(steps: Sequence[GenerationStep], picked: Collection[int] = (), 
     figure.update_yaxes(title_text=axis_title("Probability", "%"), tickformat=".0%", range=[0, 1.05], row=1, col=1)
     figure.update_yaxes(title_text=axis_title("Time", "ms"), rangemode="tozero", row=2, col=1)
     last = total or len(steps)
-    figure.update_xaxes(range=[0.5, last + 0.5], dtick=1 if last <= 30 else None)
+    figure.update_xaxes(range=[0.5, last + 0.5], dtick=1 if last <= 12 else None)  # more would collide
     figure.update_xaxes(title_text=axis_title("Step (generated token number)"), row=2, col=1)
     return figure

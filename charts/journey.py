@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import MUTED, OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title
 
 # One colour per phase of ui/stages.py; the app's own inspection pass is grey: not part of a real call.
 PHASE_COLOURS = {
@@ -46,11 +46,11 @@ def latency_waterfall(durations: Sequence[tuple[str, float]], phases: Sequence[s
                                 orientation="h", showlegend=True, hoverinfo="skip"))
     figure.update_layout(
         template=TEMPLATE,
-        xaxis_title=axis_title("Time since the request started", "ms"),
         yaxis=dict(autorange="reversed", title=None),
         height=max(260, 40 * len(names) + 160),
         showlegend=bool(phases),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+        legend=LEGEND_BELOW,
+        xaxis=dict(title=axis_title("Time since the request", "ms"), nticks=5),  # ticks stay apart on a phone
         barmode="overlay",
         margin=dict(r=120),  # room for the last bar's label
     )

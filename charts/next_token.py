@@ -29,16 +29,16 @@ def candidate_bars(candidates: Sequence[TokenCandidate], scale: str = "probabili
             orientation="h",
             marker_color=OKABE_ITO[0],
             text=text,
-            textposition="outside",
+            textposition="auto",  # inside a long bar: the top candidate's label stays in the chart
             cliponaxis=False,
             customdata=[c.id for c in candidates],
             hovertemplate="%{y} (id %{customdata}): %{x:.4f}<extra></extra>",
         )
     )
     xaxis = (
-        dict(title=axis_title("Probability", "temperature 1"), tickformat=".0%", range=[0, max(values) * 1.25])
+        dict(title=axis_title("Probability", "T = 1"), tickformat=".0%", range=[0, max(values) * 1.25])
         if scale == "probability"
-        else dict(title=axis_title("Log-probability", "natural log, 0 = certain"))
+        else dict(title=axis_title("Log-probability", "nats"))
     )
     figure.update_layout(
         template=TEMPLATE,
@@ -75,7 +75,7 @@ def rank_curve(probs: np.ndarray) -> go.Figure:
     )
     figure.update_layout(
         template=TEMPLATE,
-        xaxis=dict(title=axis_title("Rank", f"1 = most likely, {ordered.size:,} tokens"), type="log"),
+        xaxis=dict(title=axis_title("Rank", f"1 to {ordered.size:,}"), type="log"),
         yaxis=dict(title=axis_title("Probability", "log scale"), type="log", exponentformat="power"),
         height=460,
         showlegend=False,

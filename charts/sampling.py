@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lifecycle.vocabulary import show_token
 from charts.theme import MUTED, OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.sampling import KEPT, STAGES, SampledDistribution
 
@@ -21,14 +22,13 @@ STAGE_LABELS = {
     "top_p": "top-p",
     "min_p": "min-p",
 }
-_VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 BASE_COLOUR, FINAL_COLOUR = OKABE_ITO[0], OKABE_ITO[1]
 
 
 def token_label(text: str) -> str:
     """A token as a chart label: whitespace made visible, and escaped, because Plotly renders
     a few HTML tags (<b>, <br>, <a>) in labels and tokens are model output."""
-    return html.escape(text.translate(_VISIBLE_WHITESPACE) or "∅", quote=False)  # Plotly shows &quot; literally
+    return html.escape(show_token(text), quote=False)  # Plotly shows &quot; literally
 
 
 def rank_labels(ids: Sequence[int], token_text: Callable[[int], str]) -> list[str]:
@@ -53,7 +53,7 @@ def resampling_figure(
     reasons = [STAGE_LABELS[STAGES[s]] if s != KEPT else "" for s in sampled.removed_by[ids]]
     figure = make_subplots(
         rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-        subplot_titles=("The model's distribution (T = 1)", "After sampling: what is drawn from"),
+        subplot_titles=("Model (T = 1)", "After sampling"),
     )
     for name, mask, colour in (("kept", ~removed, BASE_COLOUR), ("removed", removed, MUTED)):
         figure.add_trace(
@@ -68,7 +68,8 @@ def resampling_figure(
         go.Bar(
             name="Probability after sampling", y=[l for l, r in zip(labels, removed) if not r],
             x=sampled.final_probs[ids][~removed].tolist(), orientation="h", marker_color=FINAL_COLOUR,
-            text=[f"{p:.1%}" for p in sampled.final_probs[ids][~removed]], textposition="outside",
+            # "auto": inside a bar long enough to hold it, so the longest bar's label stays in the chart.
+            text=[f"{p:.1%}" for p in sampled.final_probs[ids][~removed]], textposition="auto",
             cliponaxis=False, hovertemplate="%{y}: %{x:.2%}<extra></extra>",
         ),
         row=1, col=2,
@@ -77,7 +78,7 @@ def resampling_figure(
         go.Scatter(
             name="Removed by", y=[l for l, r in zip(labels, removed) if r],
             x=[0.0] * int(removed.sum()), mode="text", textposition="middle right",
-            text=[f"✗ removed by {r}" for r, m in zip(reasons, removed) if m],
+            text=[f"✗ {r}" for r, m in zip(reasons, removed) if m],
             textfont=dict(color="#666666"), hoverinfo="skip",
         ),
         row=1, col=2,

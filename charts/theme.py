@@ -51,6 +51,11 @@ DIVERGING = "RdBu_r"
 DIVERGING_MEANING = "Blue is negative, red positive, white zero."
 
 
+# A horizontal legend at the very bottom of the figure (container coordinates): Plotly grows the
+# bottom margin to fit however many rows it wraps into, so it never lands on an axis title or the title.
+LEGEND_BELOW = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, x=0)
+
+
 def axis_title(name: str, unit: str | None = None) -> str:
     """An axis label with its unit in parentheses, e.g. ``axis_title("Time", "ms")`` -> "Time (ms)"."""
     return f"{name} ({unit})" if unit else name

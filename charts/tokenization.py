@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.tokenize import Token
+from lifecycle.vocabulary import VISIBLE_WHITESPACE
 
 CHIP_TINTS = ("#D6EAF8", "#FCE5B6")  # light sky blue / light orange (Okabe-Ito tints)
 SPECIAL_CHIP = "#000000"
-VISIBLE_WHITESPACE = {" ": "·", "\n": "↵", "\t": "→", "\r": "␍"}
 ENCODING_LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o)", "cl100k_base": "cl100k_base (GPT-4)"}
 _CHIP_STYLE = (
     "display:inline-block;margin:2px 1px;padding:1px 5px;border-radius:4px;"
@@ -27,8 +27,8 @@ _CHIP_STYLE = (
 
 
 def visible_whitespace(text: str) -> str:
-    """``text`` with spaces, newlines, tabs and carriage returns drawn as · ↵ → ␍."""
-    return "".join(VISIBLE_WHITESPACE.get(char, char) for char in text)
+    """``text`` with spaces, newlines, tabs and carriage returns drawn as ␣ ↵ ⇥ ␍ (lifecycle.vocabulary's notation)."""
+    return text.translate(VISIBLE_WHITESPACE)
 
 
 def _chip(token: Token, position: int) -> str:
@@ -76,8 +76,7 @@ def language_token_chart(languages: Sequence[str], counts: Mapping[str, Sequence
         title="The same sentence in each language",
         xaxis_title=axis_title("Language"),
         yaxis_title=axis_title("Length", "tokens"),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-        margin=dict(t=110),  # room for the title above the legend row
+        legend=LEGEND_BELOW,
         height=500,
     )
     return figure

@@ -103,6 +103,9 @@ def token_display(data: bytes) -> str:
 
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 EMPTY_TOKEN = "∅"
+# The notation in one sentence, for the first page that shows tokens.
+TOKEN_NOTATION = ("␣ is a space, ↵ a newline, ⇥ a tab; <0xE2> is one byte of a character split across tokens; "
+                  "∅ a token with no text; special tokens keep their names, like <|im_end|>.")
 
 
 def show_token(text: str | bytes) -> str:

@@ -9,7 +9,7 @@ from charts.embeddings import embedding_strip, pca_map, quoted, similarity_matri
 
 def test_token_labels_are_unique_and_show_whitespace():
     labels = token_labels([" the", " the", "\n"], start=5)
-    assert labels == ["5: ' the'", "6: ' the'", "7: '\\n'"]
+    assert labels == ["5: ␣the", "6: ␣the", "7: ↵"]
     assert len(set(labels)) == 3
 
 
@@ -36,7 +36,7 @@ def test_pca_map_has_one_labelled_trace_per_group():
     assert list(figure.data[0].x) == [0.0, 2.0] and list(figure.data[0].y) == [1.0, 3.0]
     assert list(figure.data[1].text) == [" sky"]
     assert figure.data[0].marker.color != figure.data[1].marker.color
-    assert figure.layout.xaxis.title.text.startswith("Principal component 1")
+    assert figure.layout.xaxis.title.text.startswith("Component 1")
 
 
 def test_similarity_matrix_is_fixed_to_minus_one_to_one():

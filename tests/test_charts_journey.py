@@ -17,7 +17,7 @@ def test_phases_colour_each_bar_and_add_one_legend_entry_per_phase():
     assert [t.name for t in figure.data[1:]] == phases
     assert all(t.showlegend for t in figure.data[1:]) and not bar.showlegend
     assert all(list(t.x) == [None] for t in figure.data[1:])  # legend entries carry no data
-    assert figure.layout.xaxis.title.text == axis_title("Time since the request started", "ms")
+    assert figure.layout.xaxis.title.text == axis_title("Time since the request", "ms")
 
 
 def test_repeated_phases_give_one_legend_entry_each():

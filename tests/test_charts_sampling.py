@@ -44,7 +44,7 @@ def test_resampling_bars_are_the_base_and_final_probabilities(logits, text):
     assert np.allclose(by_name(figure, "Model probability (kept)").x, sampled.base_probs[kept])
     assert np.allclose(by_name(figure, "Model probability (removed)").x, sampled.base_probs[removed])
     assert np.allclose(by_name(figure, "Probability after sampling").x, sampled.final_probs[kept])
-    assert list(by_name(figure, "Removed by").text) == ["✗ removed by top-p"] * len(removed)
+    assert list(by_name(figure, "Removed by").text) == ["✗ top-p"] * len(removed)
     # Rows are in the model's rank order, labelled with the token text.
     first = by_name(figure, "Model probability (kept)").y[0]
     assert first == f"1. {token_label(text(int(ids[0])))}"
@@ -56,7 +56,7 @@ def test_greedy_keeps_one_token_and_names_temperature_for_the_rest(logits, text)
     sampled = apply_sampling(logits, SamplingSettings(temperature=0.0))
     figure = resampling_figure(sampled, text, count=10)
     assert list(by_name(figure, "Probability after sampling").x) == [1.0]
-    assert set(by_name(figure, "Removed by").text) == {"✗ removed by temperature"}
+    assert set(by_name(figure, "Removed by").text) == {"✗ temperature"}
 
 
 def test_nucleus_curve_crosses_p_at_the_boundary(logits):

@@ -23,7 +23,7 @@ def chips(html: str) -> list[str]:
 
 
 def test_whitespace_is_drawn_visibly():
-    assert visible_whitespace(" a\tb\nc\r") == "·a→b↵c␍"
+    assert visible_whitespace(" a\tb\nc\r") == "␣a⇥b↵c␍"
 
 
 def test_chip_text_and_title_are_escaped():
@@ -39,7 +39,7 @@ def test_chips_show_ids_whitespace_and_alternate_colours():
     tokens = [token("Hello", 19556), token(" world", 905), token("\n", 198)]
     found = chips(token_chips_html(tokens, limit=10))
     assert len(found) == 3
-    assert "·world" in found[1] and ">905<" in found[1] and "↵" in found[2]
+    assert "␣world" in found[1] and ">905<" in found[1] and "↵" in found[2]
     backgrounds = [re.search(r"background:(#\w+)", chip).group(1) for chip in found]
     assert backgrounds[0] != backgrounds[1] and backgrounds[0] == backgrounds[2]
 
@@ -78,4 +78,4 @@ def test_tokenizer_count_chart_bars_equal_the_counts():
 
 def test_partial_token_with_a_space_before_its_bytes():
     found = chips(token_chips_html([token(" <0xE4><0xBD>", 5, raw=b" \xe4\xbd")], limit=1))
-    assert "·&lt;0xE4&gt;&lt;0xBD&gt;" in found[0]
+    assert "␣&lt;0xE4&gt;&lt;0xBD&gt;" in found[0]

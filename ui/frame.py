@@ -37,7 +37,9 @@ PRESENT = "present"  # the presenter-mode switch's key and URL parameter
 PRESENTER = Path(__file__).resolve().parent / "presenter"
 # Streamlit's HTML sanitizer dropped this script sent as plain text; as base64 it arrives intact.
 _KEYS_SCRIPT = f"<script>eval(atob('{base64.b64encode((PRESENTER / 'keys.js').read_bytes()).decode()}'))</script>"
-LESSON_SHORT_CHARS = 240  # presenter mode shows a second sentence only while the two stay this short
+LESSON_SHORT_CHARS = 240
+MORE_LESSON = "More of this lesson"
+_LESSON_REST = "presenter_lesson_rest"  # lesson details gathered during a stage page, shown at its end  # presenter mode shows a second sentence only while the two stay this short
 # A sentence ends at . ! or ? (after any closing bold, code or bracket) followed by a capital or a quote.
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?:\*\*|`|\)|\")*\s+(?=[A-Z*`\"'(])")
 
@@ -65,6 +67,7 @@ def run_app() -> None:
         st.html(PRESENTER / "presenter.css")
         st.html(_KEYS_SCRIPT, unsafe_allow_javascript=True)
     render_settings_sidebar()
+    st.session_state.pop(_LESSON_REST, None)  # only a stage page gathers lesson details for its end
     current.run()
 
 
@@ -106,28 +109,32 @@ def show_text(text: str, limit: int = PROMPT_PREVIEW_CHARS) -> None:
 
 def show_prompt(prompt: str) -> None:
     """The prompt this run follows, in a box under the page title (one line in presenter mode)."""
+    if presenting():
+        show_text(f"Prompt: {prompt}", limit=120)
+        return
     with st.container(border=True):
-        if presenting():
-            show_text(f"Prompt: {prompt}", limit=120)
-            return
         st.caption("This run's prompt")
         show_text(prompt)
 
 
-def lesson(markdown: str) -> None:
+def lesson(markdown: str, inline: bool = False) -> None:
     """The page's lesson. Markdown written by us: put numbers in it, never user text.
 
-    Lead with the run's key fact: in presenter mode only the first sentence or two stay on screen
-    and the rest moves into an expander.
+    Lead with the run's key fact: in presenter mode only the first sentence or two stay on screen;
+    the rest goes into the "More of this lesson" expander at the end of the stage page, so the
+    chart comes up. ``inline`` keeps that expander in place (a fragment, which reruns alone).
     """
     if not presenting():
         st.markdown(markdown)
         return
     short, rest = split_lesson(markdown)
     st.markdown(short)
-    if rest:
-        with st.expander("More of this lesson"):
+    deferred = st.session_state.get(_LESSON_REST)
+    if rest and (inline or deferred is None):
+        with st.expander(MORE_LESSON):
             st.markdown(rest)
+    elif rest:
+        deferred.append(rest)
 
 
 def empty_prompt_message() -> None:
@@ -174,7 +181,8 @@ def stage_page(url_path: str, needs_prompt: bool = True) -> Iterator[JourneySett
     else:
         st.caption(phase_of(page))
     st.title(page.title, anchor=False)
-    st.markdown(page.summary)
+    if not presenting():  # the title says it on a projector; the summary is on the journey map
+        st.markdown(page.summary)
     try:
         settings = current_settings()
     except LifecycleError as error:
@@ -185,10 +193,16 @@ def stage_page(url_path: str, needs_prompt: bool = True) -> Iterator[JourneySett
         empty_prompt_message()
         _stage_links(page)
         st.stop()
+    st.session_state[_LESSON_REST] = []
     try:
         yield settings
     except (LifecycleError, ModelLoadError) as error:
         input_error(error)
+    rests = st.session_state.pop(_LESSON_REST, [])
+    if rests:
+        with st.expander(MORE_LESSON, icon=":material/menu_book:"):
+            for rest in rests:
+                st.markdown(rest)
     _stage_links(page)
 
 

@@ -3,6 +3,8 @@
 import numpy as np
 import streamlit as st
 
+from lifecycle.vocabulary import show_token
+
 from charts.attention import attention_bars, attention_heatmap, attention_mosaic, logit_lens_chart
 from charts.embeddings import quoted, token_labels
 from lifecycle.forward import ForwardPass, run_forward, token_text
@@ -75,11 +77,12 @@ with stage_page("attention") as settings:
     query = pick_query.selectbox("Query token", range(len(labels)), index=len(labels) - 1,
                                  format_func=lambda i: labels[i], key="attention_query")
     weights = forward.attentions[layer]
-    left, right = st.columns(2)
-    left.plotly_chart(attention_heatmap(weights[head], labels, f"Layer {layer}, head {head}", query),
-                      key="attention_head_map", theme=None)
-    right.plotly_chart(attention_heatmap(weights.mean(0), labels, f"Layer {layer}, mean of {len(weights)} heads",
-                                         query), key="attention_mean_map", theme=None)
+    # Tabs, not columns: each map gets the full width, so its token labels stay apart.
+    one_head, all_heads = st.tabs([f"Head {head}", f"Mean of {len(weights)} heads"])
+    one_head.plotly_chart(attention_heatmap(weights[head], labels, f"Layer {layer}, head {head}", query),
+                          key="attention_head_map", theme=None)
+    all_heads.plotly_chart(attention_heatmap(weights.mean(0), labels, f"Layer {layer}, mean of {len(weights)} heads",
+                                             query), key="attention_mean_map", theme=None)
     st.markdown(f"**What does {quoted(texts[offset + query])} attend to?** (layer {layer}, head {head})")
     st.plotly_chart(attention_bars(weights[head, query], labels, query), key="attention_bars", theme=None)
 
@@ -103,7 +106,7 @@ with stage_page("attention") as settings:
         f"{len(example.attentions) * config.num_attention_heads}. The outlined row is the pronoun's."
     )
     st.text(PRONOUN_SENTENCE)
-    ex_left, ex_right = st.columns(2)
+    ex_left, ex_right = st.container(), st.container()  # one under the other, full width
     ex_left.plotly_chart(attention_heatmap(example.attentions[ex_layer][ex_head], ex_labels,
                                            f"Layer {ex_layer}, head {ex_head}", it), key="pronoun_map", theme=None)
     ex_right.plotly_chart(attention_bars(example.attentions[ex_layer][ex_head, it], ex_labels, it),
@@ -130,9 +133,9 @@ with stage_page("attention") as settings:
     st.dataframe(
         {
             "layer": [g.layer for g in lens],
-            "top guess": [repr(g.candidates[0].text) for g in lens],
+            "top guess": [show_token(g.candidates[0].text) for g in lens],
             "probability": [round(g.candidates[0].probability, 4) for g in lens],
-            "runners-up": [", ".join(repr(c.text) for c in g.candidates[1:4]) for g in lens],
+            "runners-up": [", ".join(show_token(c.text) for c in g.candidates[1:4]) for g in lens],
             "entropy (bits)": [round(g.entropy_bits, 2) for g in lens],
         },
         hide_index=True,

@@ -159,6 +159,7 @@ with stage_page("context-window") as settings:
     lesson(budget_lesson(model.name, run_prompt, run_budget, message_tokens))
 
     st.subheader("The budget", anchor=False)
+    chart_box = st.container()  # the chart first, its controls under it
     choice = st.radio("Window", list(WINDOW_LABELS), format_func=WINDOW_LABELS.get, horizontal=True,
                       key="context_window")
     window = CONTEXT_WINDOWS[choice]
@@ -166,7 +167,7 @@ with stage_page("context-window") as settings:
         f"{model.name} was trained for {model.context_window:,} positions and cannot attend beyond them; "
         "the 32k and 128k presets only show how the same request would fill a larger hosted model's window."
     )
-    with st.expander("Add tool descriptions and retrieved documents to see their cost", expanded=True):
+    with st.expander("Add tool descriptions and retrieved documents to see their cost"):
         left, right = st.columns(2)
         with left:
             tools_text = st.text_area("Tool descriptions (JSON list)", json.dumps(EXAMPLE_TOOLS, indent=1),
@@ -185,10 +186,11 @@ with stage_page("context-window") as settings:
         label = f"with {len(tools)} tools, {len(documents)} documents"
         rows.append((label, render_prompt(conversation(settings, tools, documents))))
     budgets = [(label, context_budget(prompt, window, settings.max_tokens)) for label, prompt in rows]
-    st.plotly_chart(budget_chart(budgets), width="stretch", theme=None)
-    if len(rows) > 1:
-        extra = budgets[1][1].prompt_tokens - budgets[0][1].prompt_tokens
-        st.markdown(f"The tools and documents cost **{extra:,} more tokens** on every call that carries them.")
+    with chart_box:
+        st.plotly_chart(budget_chart(budgets), width="stretch", theme=None)
+        if len(rows) > 1:
+            extra = budgets[1][1].prompt_tokens - budgets[0][1].prompt_tokens
+            st.markdown(f"The tools and documents cost **{extra:,} more tokens** on every call that carries them.")
     st.table(segment_table(rows).set_index("part"))
 
     st.subheader("The rendered chat template", anchor=False)

@@ -51,10 +51,10 @@ def _chart(steps: list[DetokenizedStep], key: str) -> None:
 
 
 def _steps_view(steps: list[DetokenizedStep], key: str) -> None:
+    _chart(steps, key)
     st.dataframe(_table(steps), hide_index=True)
     if len(steps) > TABLE_ROWS:
         st.caption(f"The first {TABLE_ROWS} of {len(steps)} tokens are listed.")
-    _chart(steps, key)
 
 
 def _lesson(answer) -> None:

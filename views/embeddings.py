@@ -104,7 +104,7 @@ with stage_page("embeddings") as settings:
         labels = words + [token_text(loaded, i) for i in prompt_ids]
         groups = ["your words"] * len(words) + ["prompt tokens"] * len(prompt_ids)
         coords = pca_2d(points)
-        left, right = st.columns(2)
+        left, right = st.container(), st.container()  # one under the other: each chart gets the full width
         with left:
             st.plotly_chart(pca_map(coords, labels, groups), key="embedding_pca", theme=None)
             st.caption(

@@ -31,7 +31,7 @@ def _bars(timings) -> tuple[list[tuple[str, float]], list[str], int]:
     """(label, seconds) bars in order, their phases, and how many decode steps were folded into one bar."""
     shown = [t for t in timings if not (t.stage.startswith("decode ") and int(t.stage.split()[1]) > DECODE_BARS)]
     folded = [t.seconds for t in timings if t not in shown]
-    bars = [("inspection pass (extra, this app only)" if t.stage == "inspection pass" else t.stage, t.seconds)
+    bars = [("inspection pass (extra)" if t.stage == "inspection pass" else t.stage, t.seconds)
             for t in shown]
     phases = [_phase(t.stage) for t in shown]
     if folded:

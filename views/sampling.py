@@ -81,13 +81,14 @@ def _preset(temperature: float) -> None:
 def _what_if_sliders(settings: JourneySettings) -> SamplingSettings:
     _start_from_sidebar(settings)
     st.caption("What if you sampled differently? These sliders do not change the journey.")
-    for knob in KNOBS:
+    for column, knob in zip(st.columns(len(KNOBS)), KNOBS):
         spec = NUMBERS[knob]
-        if knob == "top_k":
-            choices = sorted({*TOP_K_CHOICES, settings.top_k})
-            st.select_slider(spec.label, choices, key=LOCAL[knob], help=spec.help)
-        else:
-            st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL[knob], help=spec.help)
+        with column:
+            if knob == "top_k":
+                choices = sorted({*TOP_K_CHOICES, settings.top_k})
+                st.select_slider(spec.label, choices, key=LOCAL[knob], help=spec.help)
+            else:
+                st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL[knob], help=spec.help)
     values = {knob: st.session_state[LOCAL[knob]] for knob in KNOBS}
     return SamplingSettings(**values, seed=settings.seed)
 
@@ -113,13 +114,14 @@ def _lesson(sampled: SampledDistribution, what_if: SamplingSettings, vocabulary:
     what = "greedy decoding (temperature 0)" if sampled.greedy else (
         f"temperature {what_if.temperature:g}, top-p {what_if.top_p:g}, top-k {what_if.top_k} "
         f"and min-p {what_if.min_p:g}")
-    lesson(
+    lesson(  # inline: it sits in the what-if fragment, which reruns without the rest of the page
         f"The model's most likely next token has a **{sampled.base_probs[top]:.1%}** chance, and the "
         f"distribution's entropy is **{entropy_bits(sampled.base_probs):.2f} bits**. Sampling reshapes it before "
         f"one token is drawn: with {what} and a repetition penalty of {what_if.repetition_penalty:g}, "
         f"**{sampled.kept:,} of {vocabulary:,}** tokens stay in play, the top token's chance becomes "
         f"**{sampled.final_probs[top]:.1%}** and the entropy **{sampled.entropy_bits:.2f} bits**. Move the "
-        "sliders: each move reuses the logits the model already computed, without running it again."
+        "sliders: each move reuses the logits the model already computed, without running it again.",
+        inline=True,
     )
 
 
@@ -240,13 +242,10 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
     """Everything the what-if sliders change; a slider step reruns only this part, never the page or the model."""
     vocabulary = int(logits.size)
     lesson_box = st.container()  # the lesson comes first but needs the sliders' values
-    chart_column, slider_column = st.columns([3, 1])
-    with slider_column:
-        what_if = _what_if_sliders(settings)
+    what_if = _what_if_sliders(settings)
     sampled = apply_sampling(logits, what_if, previous)
-    with chart_column:
-        st.caption(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling")
-        st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling", theme=None)
+    st.caption(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling")
+    st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling", theme=None)
     with lesson_box:
         _lesson(sampled, what_if, vocabulary)
     _metrics(sampled, vocabulary)

@@ -158,6 +158,9 @@ with stage_page("streaming") as settings:
     loaded = loaded_model()
     _lesson(prepared, answer)
     _metrics(answer.stream_metrics)
+    events = answer.stream
+    st.subheader("The recorded stream of this run", anchor=False)
+    st.plotly_chart(event_timeline([e.at for e in events], [event_kind(e) for e in events]), key="timeline", theme=None)
 
     st.subheader("Watch it stream", anchor=False)
     st.markdown(
@@ -172,9 +175,7 @@ with stage_page("streaming") as settings:
         st.caption("Your last live run:")
         _show_live(live, loaded.name)
 
-    st.subheader("The recorded stream of this run", anchor=False)
-    events = answer.stream
-    st.plotly_chart(event_timeline([e.at for e in events], [event_kind(e) for e in events]), key="timeline", theme=None)
+    st.subheader("Every event of the recorded stream", anchor=False)
     st.dataframe(_frames_table(events), hide_index=True)
     if len(events) > TABLE_EVENTS:
         st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")

@@ -3,6 +3,8 @@
 import pandas as pd
 import streamlit as st
 
+from lifecycle.vocabulary import TOKEN_NOTATION
+
 from charts.tokenization import ENCODING_LABELS, language_token_chart, token_chips_html, tokenizer_count_chart
 from lifecycle.context import render_messages
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, Tokenization, tokenize, tokenize_ids
@@ -71,8 +73,8 @@ with stage_page("tokenization") as settings:
 
     st.subheader("Three tokenizers, side by side", anchor=False)
     st.caption(
-        "Hover a chip for its position, id and bytes. · is a space, ↵ a newline, → a tab; "
-        "a dashed chip holds part of a character (its bytes in hex)."
+        "Hover a chip for its position, id and bytes. How every page writes a token: "
+        f"{TOKEN_NOTATION} A dashed chip holds part of a character."
     )
     for column, (encoding, result) in zip(st.columns(len(ENCODINGS)), results.items()):
         with column:

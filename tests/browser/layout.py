@@ -31,7 +31,7 @@ _PLOTLY_TEXTS = """() => [...document.querySelectorAll('[data-testid="stPlotlyCh
 
 # Every dataframe's scroller: wider content than box means a column is cut (needs inner scrolling).
 _TABLES = """() => [...document.querySelectorAll('[data-testid="stDataFrame"], [data-testid="stTable"]')]
-  .filter(table => table.offsetParent !== null)
+  .filter(table => table.offsetParent !== null && !table.closest('details:not([open])'))
   .map((table, index) => {
     const scroller = table.querySelector('.dvn-scroller') || table.querySelector('table')?.parentElement || table;
     const headers = [...table.querySelectorAll('th, [role="columnheader"]')].map(h => h.textContent.trim());
@@ -95,9 +95,10 @@ def table_problems(page: Page) -> list[str]:
     ]
 
 
-def first_chart_top(page: Page) -> float | None:
-    """Where the page's first Plotly chart starts, from the top of the window (None: no chart)."""
+def first_top(page: Page, selector: str) -> float | None:
+    """Where the first element matching ``selector`` in the main area starts, from the top of the window."""
     return page.evaluate(
-        "() => { const c = document.querySelector('[data-testid=\"stPlotlyChart\"]');"
-        " return c ? c.getBoundingClientRect().top : null; }"
+        "(selector) => { const e = document.querySelector('[data-testid=\"stMain\"]').querySelector(selector);"
+        " return e ? e.getBoundingClientRect().top : null; }",
+        selector,
     )

@@ -1,16 +1,18 @@
 """A real browser moves a what-if sampling slider: the distribution recomputes, and how fast the chart redraws.
 
 The redraw time (key press to the resampling chart's SVG changing) is measured and written to
-screenshots/slider-latency.txt for the README and `make bench`; it is a figure, not an assertion.
+screenshots/slider-latency.json, which `make bench` prints; it is a figure, not an assertion.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pytest
 from playwright.sync_api import expect
 
+from bench.browser import SLIDER_LATENCY_FILE
 from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -81,8 +83,8 @@ def test_slider_step_redraw_time_is_measured(app_url, page, screenshots):
         wait_idle(page)
     expect(thumb).to_have_value(f"{0.7 + 0.05 * STEPS:.1f}")
     median = statistics.median(times)
-    (screenshots / "slider-latency.txt").write_text(
-        f"temperature slider step -> resampling chart redrawn: median {median:.0f} ms over {STEPS} steps "
-        f"(min {min(times):.0f}, max {max(times):.0f})\n")
+    (screenshots / SLIDER_LATENCY_FILE).write_text(json.dumps(
+        {"median_ms": round(median, 1), "min_ms": round(min(times), 1), "max_ms": round(max(times), 1),
+         "steps": STEPS}) + "\n")
     print(f"\nslider redraw median {median:.0f} ms: {[round(t) for t in times]}")
     assert all(t > 0 for t in times)

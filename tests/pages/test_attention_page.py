@@ -1,11 +1,11 @@
 """Attention page: the chosen head's real weights, the pronoun example and the logit lens."""
 
-
 import numpy as np
 import pytest
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward
+from lifecycle.vocabulary import show_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"
@@ -54,7 +54,7 @@ def test_logit_lens_lists_every_layers_top_guess(run_page, forward):
     lens = plotly_figure(app, "logit_lens").data[0]
     assert list(lens.x) == list(range(30))
     np.testing.assert_allclose(lens.y, [g.candidates[0].probability for g in forward.logit_lens], rtol=1e-3)
-    assert list(lens.text) == [repr(g.candidates[0].text) for g in forward.logit_lens]
+    assert list(lens.text) == [show_token(g.candidates[0].text) for g in forward.logit_lens]
 
 
 def test_long_prompt_shows_what_was_cut(run_page):

@@ -20,4 +20,4 @@ def test_waterfall_bars_start_where_the_previous_stage_ended():
     assert list(bar.y) == ["tokenize", "prefill", "decode"]
     assert list(bar.x) == [2.0, 120.0, 500.0]
     assert list(bar.base) == [0.0, 2.0, 122.0]
-    assert figure.layout.xaxis.title.text == axis_title("Time since the request started", "ms")
+    assert figure.layout.xaxis.title.text == axis_title("Time since the request", "ms")

@@ -11,7 +11,8 @@ from lifecycle.errors import LifecycleError
 def test_home_renders_the_map_with_a_link_to_every_stage(run_page):
     app = run_page()
     assert not app.exception
-    links = app.get("page_link")
+    titles = {page.title for page in STAGES}
+    links = [link for link in app.get("page_link") if link.proto.label in titles]  # the map, not Next/replay
     assert [link.proto.page for link in links] == [page.url_path for page in STAGES]
     assert [s.value for s in app.subheader][: len(PHASES)] == list(PHASES)
     assert DEFAULT_PROMPT in texts(app)

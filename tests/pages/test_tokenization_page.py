@@ -42,7 +42,7 @@ def test_chips_escape_the_prompt_and_show_whitespace_and_partial_bytes(page):
     body = page.get("html")[0].proto.body
     assert chip_counts(page)[:3] == [tokenize(PROMPT, e).count for e in ENCODINGS]
     assert "<b>" not in body and "&lt;" in body
-    assert "↵" in body and "→" in body and "·" in body
+    assert "↵" in body and "⇥" in body and "␣" in body
     assert "dashed" in body  # the emoji's bytes are split across tokens
     assert "special token" not in body  # the typed <|im_end|> is plain text, not the control token
 
