@@ -5,15 +5,15 @@ import streamlit as st
 
 from charts.embeddings import quoted
 from charts.next_token import candidate_bars, rank_curve
-from ui.cache import finished_answer, inspected_prompt
+from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
 
 TOP_CANDIDATES = 15
 
 
 with stage_page("next-token") as settings:
-    _, inspection = inspected_prompt(settings)
-    dist = inspection.next_token
+    prepared, prefill = prefilled_prompt(settings)
+    dist = prefill.next_token
     top = dist.top(TOP_CANDIDATES)
     best = top[0]
     vocab = dist.probs.size
@@ -23,7 +23,7 @@ with stage_page("next-token") as settings:
     ninety = int(np.searchsorted(cumulative, 0.9)) + 1
     effective = 2 ** dist.entropy_bits
     lesson(
-        f"After reading all {len(inspection.forward.ids)} prompt tokens, the model's last position ends in "
+        f"After reading all {len(prepared.rendered.ids)} prompt tokens, the model's last position ends in "
         f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
         f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
         f"Half of the probability sits in {f'the top {half:,} tokens' if half > 1 else 'that one token'}; the top "

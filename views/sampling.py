@@ -1,7 +1,7 @@
 """Sampling page: how temperature, top-p, top-k, min-p and repetition penalty reshape the distribution.
 
 The sliders here are a what-if: they start from the sidebar's settings and recompute from the
-logits the inspection pass already has (apply_sampling on inspection.forward.last_logits), never rerunning
+logits the engine's prefill already has (apply_sampling on prefill.next_token.logits), never rerunning
 the model. "Use these settings for the journey" copies them to the sidebar, which every page reads.
 """
 
@@ -21,7 +21,7 @@ from charts.sampling import (
     top_ids,
 )
 from lifecycle.sampling import SampledDistribution, SamplingSettings, apply_sampling, choose_token, entropy_bits
-from ui.cache import inspected_prompt
+from ui.cache import prefilled_prompt
 from ui.frame import lesson, stage_page
 from ui.settings import NUMBERS, JourneySettings
 
@@ -160,9 +160,9 @@ def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
 
 
 with stage_page("sampling") as settings:
-    prepared, inspection = inspected_prompt(settings)
-    logits, previous = inspection.forward.last_logits, prepared.rendered.ids
-    token_text = inspection.next_token.token_text
+    prepared, prefill = prefilled_prompt(settings)
+    logits, previous = prefill.next_token.logits, prepared.rendered.ids
+    token_text = prefill.next_token.token_text
     vocabulary = int(logits.size)
 
     intro = st.container()  # the lesson comes first but needs the sliders' values
