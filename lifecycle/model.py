@@ -39,7 +39,8 @@ class ModelLoadError(RuntimeError):
 class LoadedModel:
     """A causal LM and its tokenizer, shared by every session of the process.
 
-    ``lock`` serialises use of the model (one forward pass at a time); ``tokenizer_lock``
+    ``lock`` serialises use of the model (one forward pass at a time) and is taken only by the
+    engine (lifecycle.engine), the one place that runs the model; ``tokenizer_lock``
     serialises the Rust fast tokenizer, which raises "Already borrowed" when two threads use it.
     """
 

@@ -309,12 +309,12 @@ class Engine:
 
     def _step(self) -> None:
         plan = self._plan()
-        started = time.perf_counter()
-        for active, _ in plan:
-            if active.handle.started_at is None:
-                self._start(active.handle, started)
         try:
             with self.loaded.lock:
+                started = time.perf_counter()
+                for active, _ in plan:
+                    if active.handle.started_at is None:
+                        self._start(active.handle, started)
                 logits = self.stack.forward([segment for _, segment in plan]).numpy()
         except Exception as error:  # noqa: BLE001 - the step failed as a whole; so do its requests
             for active, _ in plan:

@@ -1,0 +1,255 @@
+"""The batching engine on the real model: same tokens as the model alone, batched or not, and the
+faults a room of users produces (cancellation, failures, bursts, a full queue)."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from lifecycle.engine import EngineFull, EngineRequest, shared_engine
+from lifecycle.engine.llama import Segment
+from lifecycle.generate import end_of_sequence_ids, generate, generate_steps
+from lifecycle.sampling import SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0)
+QUESTIONS = [
+    "What's the capital of India?",
+    "Write a haiku about rain.",
+    "List three prime numbers.",
+    "Why is the sky blue?",
+]
+
+
+def chat_ids(loaded, question: str) -> list[int]:
+    with loaded.tokenizer_lock:
+        text = loaded.tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                                    tokenize=False)
+        return loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def hf_greedy(loaded, ids: list[int], max_tokens: int) -> list[int]:
+    """The reference: plain ``model.generate``, stopping at the same end-of-sequence tokens."""
+    with loaded.lock, torch.inference_mode():
+        out = loaded.model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False,
+                                    eos_token_id=sorted(end_of_sequence_ids(loaded)))
+    return out[0, len(ids):].tolist()
+
+
+class Paused:
+    """Holds the engine in an exclusive job, so requests submitted meanwhile start in one batch."""
+
+    def __init__(self, engine):
+        self.engine, self.release, self.holding = engine, threading.Event(), threading.Event()
+
+    def __enter__(self):
+        def hold(_model):
+            self.holding.set()
+            self.release.wait(60)
+
+        self.thread = threading.Thread(target=self.engine.run, args=(hold,))
+        self.thread.start()
+        assert self.holding.wait(60)
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.thread.join(60)
+
+
+def run_together(loaded, jobs):
+    """Run each job (a no-argument callable) in its own thread while the engine is paused, so their
+    requests enter the engine together; return their results in order."""
+    results: list = [None] * len(jobs)
+
+    def worker(i, job):
+        results[i] = job()
+
+    engine = shared_engine(loaded)
+    with Paused(engine):
+        threads = [threading.Thread(target=worker, args=(i, job)) for i, job in enumerate(jobs)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while engine.waiting_count() < len(jobs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert engine.waiting_count() == len(jobs)
+    for thread in threads:
+        thread.join(120)
+    return results
+
+
+def test_greedy_through_the_engine_equals_model_generate(loaded):
+    for question in QUESTIONS[:3]:
+        ids = chat_ids(loaded, question)
+        assert generate(loaded, ids, GREEDY, 24).token_ids == hf_greedy(loaded, ids, 24), question
+
+
+def test_batched_results_equal_solo_results_greedy_and_seeded(loaded):
+    settings = [GREEDY, SamplingSettings(temperature=0.9, top_p=0.95, seed=7), SamplingSettings(temperature=1.2, seed=3),
+                SamplingSettings(temperature=0.7, top_k=20, seed=11)]
+    prompts = [chat_ids(loaded, q) for q in QUESTIONS]
+    solo = [generate(loaded, ids, s, 16).token_ids for ids, s in zip(prompts, settings)]
+    before = time.time()
+    batched = run_together(loaded, [lambda ids=ids, s=s: generate(loaded, ids, s, 16).token_ids
+                                    for ids, s in zip(prompts, settings)])
+    assert batched == solo
+    steps = [step for step in shared_engine(loaded).state().steps if step.time >= before]
+    assert max(step.batch_size for step in steps) == len(prompts), "the requests never shared a step"
+
+
+def test_chunked_prefill_equals_one_pass_logits(loaded):
+    """The same prompt in chunks of 7 and in one pass: logits within 1e-4 (fp32 summation order),
+    and within 1e-3 of the Hugging Face model's own logits."""
+    stack = shared_engine(loaded).stack
+    ids = chat_ids(loaded, "Explain in two sentences how a transformer reads a sentence.")
+    one_pass = stack.forward([Segment(ids, 0, stack.new_cache(len(ids)), True)])[0]
+    cache = stack.new_cache(len(ids))
+    for start in range(0, len(ids), 7):
+        chunk = ids[start:start + 7]
+        logits = stack.forward([Segment(chunk, start, cache, start + len(chunk) == len(ids))])
+    assert torch.allclose(logits[0], one_pass, atol=1e-4)
+    with loaded.lock, torch.inference_mode():
+        reference = loaded.model(torch.tensor([ids])).logits[0, -1]
+    assert torch.allclose(one_pass, reference, atol=1e-3)
+    assert int(one_pass.argmax()) == int(reference.argmax())
+
+
+def test_a_resent_conversation_prefix_comes_from_the_cache(loaded):
+    tokenizer = loaded.tokenizer
+    first_turn = [{"role": "user", "content": "Name a large animal that lives in the sea."}]
+    with loaded.tokenizer_lock:
+        first = tokenizer(tokenizer.apply_chat_template(first_turn, add_generation_prompt=True, tokenize=False),
+                          add_special_tokens=False)["input_ids"]
+    timings: dict = {}
+    answer = list(generate_steps(loaded, first, GREEDY, 20, timings=timings))
+    fed = first + [step.token_id for step in answer][:-1]  # the last chosen token is never fed
+    second_turn = first_turn + [{"role": "assistant", "content": "".join(s.delta for s in answer)},
+                                {"role": "user", "content": "How heavy is it?"}]
+    with loaded.tokenizer_lock:
+        second = tokenizer(tokenizer.apply_chat_template(second_turn, add_generation_prompt=True, tokenize=False),
+                           add_special_tokens=False)["input_ids"]
+    common = next((i for i, (a, b) in enumerate(zip(fed, second)) if a != b), min(len(fed), len(second)))
+    assert common > len(first), "the second turn should re-send the first turn and its answer"
+    timings = {}
+    cached = [step.token_id for step in generate_steps(loaded, second, GREEDY, 16, timings=timings)]
+    assert timings["cached_tokens"] == common
+    assert cached == hf_greedy(loaded, second, 16)
+
+
+def test_cancelling_one_request_mid_batch_leaves_the_others_untouched(loaded):
+    prompts = [chat_ids(loaded, q) for q in QUESTIONS[:3]]
+    solo = [generate(loaded, ids, GREEDY, 12).token_ids for ids in prompts]
+    stop = threading.Event()
+
+    def cancelled_run():
+        steps = []
+        for step in generate_steps(loaded, prompts[1], SamplingSettings(temperature=0), 200, cancelled=stop.is_set):
+            steps.append(step)
+            if len(steps) == 3:
+                stop.set()
+        return steps
+
+    results = run_together(loaded, [lambda: generate(loaded, prompts[0], GREEDY, 12).token_ids, cancelled_run,
+                                    lambda: generate(loaded, prompts[2], GREEDY, 12).token_ids])
+    assert results[0] == solo[0] and results[2] == solo[2]
+    cancelled = results[1]
+    assert cancelled[-1].finished == "cancelled" and 4 <= len(cancelled) <= 8
+    assert not shared_engine(loaded).state().running
+
+
+def test_a_failing_request_fails_alone(loaded):
+    engine = shared_engine(loaded)
+    prompts = [chat_ids(loaded, q) for q in QUESTIONS[:2]]
+    solo = [generate(loaded, ids, GREEDY, 10).token_ids for ids in prompts]
+    calls = []
+
+    def broken(logits: np.ndarray):
+        calls.append(logits.shape)
+        if len(calls) == 3:
+            raise RuntimeError("a grammar mask bug")
+        return int(logits.argmax())
+
+    handles = {}
+    results = run_together(loaded, [
+        lambda: generate(loaded, prompts[0], GREEDY, 10).token_ids,
+        lambda: handles.setdefault("broken", engine.submit(EngineRequest(chat_ids(loaded, "Hi"), 10, broken))).done.wait(60),
+        lambda: generate(loaded, prompts[1], GREEDY, 10).token_ids,
+    ])
+    assert results[0] == solo[0] and results[2] == solo[1]
+    assert isinstance(handles["broken"].error, RuntimeError) and len(calls) == 3
+    assert calls[0] == (loaded.vocab_size,)
+
+
+def test_a_failing_generation_raises_in_its_consumer(loaded, monkeypatch):
+    import lifecycle.generate as generation
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("sampling exploded")
+
+    monkeypatch.setattr(generation, "apply_sampling", broken)
+    with pytest.raises(RuntimeError, match="sampling exploded"):
+        list(generate_steps(loaded, chat_ids(loaded, "Hi"), GREEDY, 5))
+
+
+def test_a_burst_of_thirty_requests_all_complete_batched(loaded):
+    engine = shared_engine(loaded)
+    before = time.time()
+    questions = [f"Give me one fact about the number {n}." for n in range(30)]
+    results = run_together(loaded, [lambda q=q: generate(loaded, chat_ids(loaded, q), GREEDY, 6) for q in questions])
+    assert all(r.completion_tokens >= 1 and r.finish_reason in ("stop", "length") for r in results)
+    steps = [step for step in engine.state().steps if step.time >= before]
+    assert max(step.batch_size for step in steps) == 30
+    assert engine.state().tokens_per_second > 0
+
+
+def test_a_long_prompt_holds_a_short_one_up_for_at_most_one_chunk(loaded):
+    engine = shared_engine(loaded)
+    long_ids = [int(i) for i in np.random.default_rng(1).integers(100, loaded.vocab_size, 4 * engine.prefill_chunk)]
+    short_ids = chat_ids(loaded, "Say hi.")
+    events: list[str] = []
+
+    def record(name):
+        def step(logits):
+            events.append(name)
+            return None
+
+        return step
+
+    long_handle = engine.submit(EngineRequest(long_ids, 1, record("long")))
+    deadline = time.monotonic() + 60
+    while long_handle.started_at is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    short_handle = engine.submit(EngineRequest(short_ids, 1, record("short")))
+    assert short_handle.done.wait(120) and long_handle.done.wait(120)
+    assert events == ["short", "long"]
+    assert short_handle.waited_seconds < long_handle.prefill_seconds
+
+
+def test_a_full_queue_refuses_at_once_with_a_retry_time(loaded, monkeypatch):
+    engine = shared_engine(loaded)
+    monkeypatch.setattr(engine, "queue_capacity", 2)
+    ids = chat_ids(loaded, "Hi")
+    with Paused(engine):
+        handles = [engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax()))) for _ in range(2)]
+        state = engine.state()
+        assert [w.position for w in state.waiting] == [1, 2]
+        with pytest.raises(EngineFull) as full:
+            engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax())))
+        assert full.value.waiting == 2 and full.value.retry_after >= 1
+        handles[1].cancel()
+    assert handles[0].done.wait(60) and handles[1].done.wait(60)
+    assert handles[0].error is None and handles[0].generated == 2
+    assert handles[1].cancelled and handles[1].generated == 0
+
+
+def test_run_returns_results_and_reraises_errors(loaded):
+    engine = shared_engine(loaded)
+    assert engine.run(lambda model: model.config.num_hidden_layers) == loaded.num_layers
+
+    def broken(_model):
+        raise ValueError("inspection failed")
+
+    with pytest.raises(ValueError, match="inspection failed"):
+        engine.run(broken)
