@@ -33,7 +33,7 @@ from lifecycle.results import JourneyResults, QueueNotice, engine_tag, shared_re
 from ui.frame import loaded_model, show_text
 from ui.settings import JourneySettings
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.5  # 30 sessions redrawing progress share one Python process with the engine
 PROGRESS_CHARS = 2000
 
 Result = TypeVar("Result")
