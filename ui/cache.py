@@ -1,15 +1,17 @@
 """The journey's stage results as the pages ask for them, each page waiting only for what it shows.
 
 The results live in the process-wide ``lifecycle.results.JourneyResults`` (one cache bounded in
-bytes by ``LIFECYCLE_CACHE_MB``, shared by every session and the warm endpoint). Here they are
-fetched with something on screen while the model works:
+bytes by ``LIFECYCLE_CACHE_MB``, shared by every session and the warm endpoint). Request,
+Tokenization and Context window need no model run and compute on their own; the others fetch
+here, with something on screen while the model works:
 
-- ``prepared_prompt(settings)``: request, tokens, template, budget. No model run, no wait.
-- ``prefilled_prompt(settings)``: also the next-token distribution from the engine's prefill
-  (Next token, Sampling), with this prompt's place in line while it waits.
-- ``inspected_prompt(settings)``: also the inspection pass (Embeddings, Attention), with a spinner.
-- ``answered_prompt(settings)``: also the generation; the tokens appear as they are generated.
-- ``cached_journey(settings)``: every stage (the journey map, Gateway, Streaming, ...).
+- ``prefilled_prompt(settings)``: the prepared prompt and the next-token distribution from the
+  engine's prefill (Next token, Sampling), with this prompt's place in line while it waits.
+- ``inspected_prompt(settings)``: the prepared prompt and the inspection pass (Embeddings,
+  Attention), with a spinner.
+- ``answered_prompt(settings)``: the prepared prompt and its generation; the tokens appear as
+  they are generated (Generation, Streaming, Detokenization, the Request page's response).
+- ``cached_journey(settings)``: every stage (the journey map, Gateway).
 
 Results are shared by every session asking with equal settings, so treat them as read-only.
 ``per_prompt_cache`` memoises a page's own per-prompt function in the same byte-bounded cache.
@@ -42,11 +44,6 @@ Result = TypeVar("Result")
 def journey_results() -> JourneyResults:
     """The process-wide stage results of the loaded model (loading it first, with a spinner)."""
     return shared_results(loaded_model())
-
-
-def prepared_prompt(settings: JourneySettings) -> PreparedPrompt:
-    """Request, tokenization, template and budget of these settings (LifecycleError for bad input)."""
-    return journey_results().prepared(settings.journey_input())
 
 
 def prefilled_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Prefill]:
