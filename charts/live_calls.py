@@ -1,7 +1,7 @@
 """Live calls view: the API's calls as tables and one call's SSE frames on a time axis.
 
 Input is what the server keeps: ``lifecycle.serving.LiveCall`` for calls queued or running now,
-and ``lifecycle.gateway.CallRecord`` rows (with their ``journey`` JSON) for finished ones. The
+and ``lifecycle.server.calllog.CallRecord`` rows (with their ``journey`` JSON) for finished ones. The
 table builders return plain rows (lists of dicts) for ``st.dataframe``; ``frame_timeline`` draws
 when each frame of a streamed answer left the server, against the time the request arrived.
 """
@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.context import ContextBudget, ContextSegment
-from lifecycle.gateway import CallRecord
+from lifecycle.server.calllog import CallRecord
 from lifecycle.serving import LiveCall
 from lifecycle.stream import delta_content, event_data
 

@@ -26,9 +26,20 @@ from lifecycle.errors import LifecycleError
 from lifecycle.sampling import SampledDistribution, SamplingSettings, TokenCandidate, apply_sampling, choose_token
 
 ALTERNATIVES = 5
+TOP_LOGPROBS = 20  # OpenAI's maximum top_logprobs; every step keeps this many of the model's best
 # How often a consumer waiting for the next step re-checks whether the engine dropped the request.
 _POLL_SECONDS = 0.05
 END_OF_TEXT_TOKENS = ("<|endoftext|>", "<|im_end|>")
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A token and its log-probability under the model's own distribution (before sampling moved
+    or removed anything, as OpenAI-compatible servers report ``logprobs``)."""
+
+    token_id: int
+    token_bytes: bytes
+    logprob: float
 
 
 @dataclass
@@ -50,6 +61,8 @@ class GenerationStep:
     token_bytes: bytes = b""
     held: bytes = b""
     base_probability: float = 0.0
+    logprob: float = 0.0
+    top_logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass
@@ -191,7 +204,7 @@ def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings)
         # A step's seconds: from the end of this request's previous step (so the batch's model call
         # is included) to the end of its sampling; the first step's prefill is timed apart.
         index, started = clock["index"], clock["last"] or time.perf_counter()
-        distribution = apply_sampling(logits, settings, history)
+        distribution = apply_sampling(logits, settings, history, history[len(ids):])
         token_id = int(forced[index]) if index in forced else choose_token(distribution, rng)
         history.append(token_id)
         delta, finished = _advance(detokenizer, stop_text, token_id, eos)
@@ -277,7 +290,20 @@ def _record(index, token_id, distribution, vocabulary, forced, finished, delta, 
         token_bytes=data,
         held=held,
         base_probability=float(distribution.base_probs[token_id]),
+        logprob=_logprob(distribution.base_probs[token_id]),
+        top_logprobs=top_logprobs(distribution.base_probs, vocabulary),
     )
+
+
+def _logprob(probability: float) -> float:
+    return math.log(probability) if probability > 0 else -math.inf
+
+
+def top_logprobs(base_probs: np.ndarray, vocabulary, k: int = TOP_LOGPROBS) -> list[TokenLogprob]:
+    """The model's k most likely tokens with their log-probabilities, most likely first."""
+    pool = np.argpartition(-base_probs, k)[:k]
+    ranked = pool[np.lexsort((pool, -base_probs[pool]))]
+    return [TokenLogprob(int(i), vocabulary.of(int(i)), _logprob(base_probs[i])) for i in ranked]
 
 
 def alternatives(

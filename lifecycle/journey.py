@@ -38,7 +38,8 @@ from lifecycle.errors import LifecycleError
 from lifecycle.forward import ForwardPass, run_forward, token_text
 from lifecycle.generate import Generation, GenerationStep, generate_steps
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.request import ChatRequest, build_response, chat_request, new_completion_id
+from lifecycle.server.chat_request import ChatRequest, chat_request
+from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.sampling import (
     NextTokenDistribution,
     SampledDistribution,
@@ -288,7 +289,8 @@ def inspect_prompt(prepared: PreparedPrompt, loaded: LoadedModel) -> Inspection:
 
 def sampled_next_token(prepared: PreparedPrompt, inspection: Inspection) -> SampledDistribution:
     """The next-token distribution after this run's sampling settings (no model run)."""
-    return apply_sampling(inspection.forward.last_logits, prepared.input.sampling, previous_ids=prepared.rendered.ids)
+    return apply_sampling(inspection.forward.last_logits, prepared.input.sampling, previous_ids=prepared.rendered.ids,
+                          generated_ids=[])
 
 
 def answer(
@@ -381,6 +383,9 @@ def journey_request(inp: JourneyInput, model: str | None = None) -> ChatRequest:
         top_k=s.top_k,
         min_p=s.min_p,
         repetition_penalty=s.repetition_penalty,
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=s.frequency_penalty,
+        logit_bias=dict(s.logit_bias),
         max_tokens=inp.max_tokens,
         stream=True,
         include_usage=inp.include_usage,

@@ -4,7 +4,9 @@ A streamed chat completion is a sequence of ``data: {json}`` events, each a
 ``chat.completion.chunk`` with the same id, created time and model: first a role-only delta,
 then content deltas as the text becomes available (a character split across tokens arrives in
 one delta once complete), then one chunk with an empty delta and the finish_reason, optionally
-a usage chunk with empty choices, and finally ``data: [DONE]``. Every event carries the real
+a usage chunk with empty choices, and finally ``data: [DONE]``. Asked for, each content delta
+carries its tokens' log-probabilities. Several choices (``n`` > 1) are generated at once and
+their chunks interleave, each naming its choice's ``index``. Every event carries the real
 time it was produced, so time to first token and inter-token latencies are measured, not
 simulated. ``parse_sse`` and ``assemble`` read such a stream back.
 """
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 from lifecycle.errors import LifecycleError
 from lifecycle.generate import generate_steps
+from lifecycle.logprobs import token_logprob
 from lifecycle.sampling import SamplingSettings
 
 DONE = "[DONE]"
@@ -65,15 +68,17 @@ def stream_completion(
     cancelled: Callable[[], bool] | None = None,
     started: float | None = None,
     created: int | None = None,
+    logprobs: int | None = None,
 ) -> Iterator[StreamEvent]:
     """Validate now (LifecycleError before any SSE byte), then stream the real generation.
 
     ``started`` is the request's ``time.perf_counter()`` at arrival (default: now). A failure
     during generation ends the stream with an error event and ``[DONE]`` instead of raising.
     A cancelled generation ends with finish_reason "cancelled" (a client that left sees nothing).
+    ``logprobs`` (None: off) is how many alternatives each token's logprobs list.
     """
     steps = generate_steps(loaded, prompt_ids, settings, max_tokens, stop, cancelled=cancelled)
-    return stream_events(steps, completion_id, model_name, len(prompt_ids), include_usage, started, created)
+    return stream_events(steps, completion_id, model_name, len(prompt_ids), include_usage, started, created, logprobs)
 
 
 def stream_events(
@@ -84,37 +89,86 @@ def stream_events(
     include_usage: bool,
     started: float | None = None,
     created: int | None = None,
+    logprobs: int | None = None,
 ) -> Iterator[StreamEvent]:
     """The SSE events of generation steps as they arrive, for a caller that also keeps the steps."""
+    return stream_choice_events([steps], completion_id, model_name, prompt_tokens, include_usage, started, created,
+                                logprobs)
+
+
+def stream_choice_events(
+    choice_steps: Sequence[Iterable],
+    completion_id: str,
+    model_name: str,
+    prompt_tokens: int,
+    include_usage: bool,
+    started: float | None = None,
+    created: int | None = None,
+    logprobs: int | None = None,
+) -> Iterator[StreamEvent]:
+    """The SSE events of one or more choices (choice i from ``choice_steps[i]``): several choices'
+    chunks interleave, one step of each in turn; usage counts the tokens of all of them."""
     started = time.perf_counter() if started is None else started
     head = {"id": completion_id, "object": "chat.completion.chunk", "created": int(created or time.time()), "model": model_name}
-    return _events(steps, head, prompt_tokens, include_usage, started)
+    return _events(choice_steps, head, prompt_tokens, include_usage, started, logprobs)
 
 
-def _events(steps, head: dict, prompt_tokens: int, include_usage: bool, started: float) -> Iterator[StreamEvent]:
+def _choice(index: int, delta: dict, logprobs: list[dict] | None, finish_reason: str | None = None) -> dict:
+    shown = {"content": logprobs, "refusal": None} if logprobs else None
+    return {"index": index, "delta": delta, "logprobs": shown, "finish_reason": finish_reason}
+
+
+def _choice_deltas(steps: Iterable, index: int, logprobs: int | None, counted: list[int]) -> Iterator[dict]:
+    """One choice's chunk choices after its role chunk: content deltas, each carrying the logprobs
+    of the tokens it releases, then the finish. ``counted[index]`` counts the tokens."""
+    pending: list[dict] = []
+    finish_reason = None
+    for step in steps:
+        counted[index] += 1
+        finish_reason = step.finished
+        if logprobs is not None:
+            pending.append(token_logprob(step, logprobs))
+        if step.delta:
+            yield _choice(index, {"content": step.delta}, pending)
+            pending = []
+    yield _choice(index, {}, pending, finish_reason or "cancelled")
+
+
+def _events(choice_steps, head: dict, prompt_tokens: int, include_usage: bool, started: float,
+            logprobs: int | None) -> Iterator[StreamEvent]:
     def chunk(choices: list[dict], usage: dict | None = None) -> dict:
         return {**head, "choices": choices, **({"usage": usage} if include_usage else {})}
 
-    def choice(delta: dict, finish_reason: str | None = None) -> list[dict]:
-        return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
-
-    yield _event(chunk(choice({"role": "assistant", "content": ""})), started)
-    completion_tokens, finish_reason = 0, None
+    for index in range(len(choice_steps)):
+        yield _event(chunk([_choice(index, {"role": "assistant", "content": ""}, None)]), started)
+    counted = [0] * len(choice_steps)
+    sources = [_choice_deltas(steps, index, logprobs, counted) for index, steps in enumerate(choice_steps)]
     try:
-        for step in steps:
-            completion_tokens += 1
-            finish_reason = step.finished
-            if step.delta:
-                yield _event(chunk(choice({"content": step.delta})), started)
+        for choice in sources[0] if len(sources) == 1 else _interleaved(sources):
+            yield _event(chunk([choice]), started)
     except Exception as error:  # noqa: BLE001 - headers are sent: the only way left to report is an error event
         yield from error_events(f"Generation failed: {type(error).__name__}: {error}".splitlines()[0], started, error=error)
         return
-    yield _event(chunk(choice({}, finish_reason or "cancelled")), started)
     if include_usage:
+        completion_tokens = sum(counted)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
         yield _event(chunk([], usage), started)
     yield _event(None, started)
+
+
+def _interleaved(sources: Sequence[Iterator[dict]]) -> Iterator[dict]:
+    """Items of several iterators taken in turn, one from each while any is left. Each choice's
+    generation is its own engine request, so while one waits for its next token the others'
+    are produced in the same decode steps."""
+    active = list(sources)
+    while active:
+        for source in list(active):
+            item = next(source, None)
+            if item is None:
+                active.remove(source)
+            else:
+                yield item
 
 
 @dataclass(frozen=True)
@@ -175,15 +229,16 @@ def parse_sse(text: str) -> list[dict]:
     return chunks
 
 
-def assemble(chunks: Iterable[dict]) -> tuple[str, str | None, dict | None]:
-    """Reassemble choice 0's text, its finish_reason and the usage; an error event raises LifecycleError."""
+def assemble(chunks: Iterable[dict], index: int = 0) -> tuple[str, str | None, dict | None]:
+    """Reassemble choice ``index``'s text, its finish_reason and the usage; an error event raises
+    LifecycleError."""
     parts, finish_reason, usage = [], None, None
     for chunk in chunks:
         if "error" in chunk:
             error = chunk["error"] or {}
             raise LifecycleError(f"stream error: {error.get('message')}", code=error.get("code"))
         for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) == 0:
+            if choice.get("index", 0) == index:
                 parts.append((choice.get("delta") or {}).get("content") or "")
                 finish_reason = choice.get("finish_reason") or finish_reason
         usage = chunk.get("usage") or usage
@@ -193,14 +248,16 @@ def assemble(chunks: Iterable[dict]) -> tuple[str, str | None, dict | None]:
 def stream_problems(chunks: Sequence[dict]) -> list[str]:
     """Where a parsed stream breaks the chat-completions streaming rules (empty list: none)."""
     problems = []
-    choice_chunks = [c for c in chunks if c.get("choices")]
     if len({c.get("id") for c in chunks}) > 1:
         problems.append("id is not constant")
-    if not choice_chunks or choice_chunks[0]["choices"][0].get("delta") != {"role": "assistant", "content": ""}:
-        problems.append("first delta is not role-only")
-    finishing = [i for i, c in enumerate(choice_chunks) if c["choices"][0].get("finish_reason")]
-    if len(finishing) != 1 or finishing[0] != len(choice_chunks) - 1:
-        problems.append("finish_reason is not set exactly once, in the last choice chunk")
+    indexes = sorted({choice.get("index", 0) for c in chunks for choice in c.get("choices") or []}) or [0]
+    for index in indexes:
+        own = [choice for c in chunks for choice in c.get("choices") or [] if choice.get("index", 0) == index]
+        if not own or own[0].get("delta") != {"role": "assistant", "content": ""}:
+            problems.append("first delta is not role-only")
+        finishing = [i for i, choice in enumerate(own) if choice.get("finish_reason")]
+        if len(finishing) != 1 or finishing[0] != len(own) - 1:
+            problems.append("finish_reason is not set exactly once, in the last choice chunk")
     with_usage = [c for c in chunks if c.get("usage")]
     if with_usage:
         usage = with_usage[-1]["usage"]

@@ -24,8 +24,11 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from lifecycle import api, serving
-from lifecycle.api import ApiConfig, ApiServer, api_routes
+from lifecycle import serving
+from lifecycle.server import endpoints
+from lifecycle.server.config import ApiConfig, api_config
+from lifecycle.server.endpoints import ApiServer
+from lifecycle.server.routes import api_routes
 from lifecycle.context import render_messages
 from lifecycle.serving import ModelStatus, live_calls, model_queue
 from lifecycle.stream import parse_sse, stream_problems
@@ -112,7 +115,7 @@ def test_health_is_200_with_the_model_ready(http, loaded):
 
 
 def test_health_and_completions_are_503_while_the_model_loads(http, monkeypatch, loaded):
-    monkeypatch.setattr(api, "model_status", lambda: ModelStatus("loading", loaded.name))
+    monkeypatch.setattr(endpoints, "model_status", lambda: ModelStatus("loading", loaded.name))
     health = http.get("/health")
     assert health.status_code == 503 and health.json()["status"] == "loading"
     assert int(health.headers["retry-after"]) >= 1
@@ -152,11 +155,11 @@ def test_missing_or_wrong_key_is_401_and_logged_without_the_key(base_url, api_se
 
 
 def test_development_key_is_generated_when_none_is_configured():
-    config = api.api_config({}, environ={})
+    config = api_config({}, environ={})
     assert config.development_key and list(config.keys) == ["dev"] and len(config.keys["dev"]) >= 32
-    named = api.api_config({"LIFECYCLE_API_KEYS": {"alice": "secret-a"}}, environ={})
+    named = api_config({"LIFECYCLE_API_KEYS": {"alice": "secret-a"}}, environ={})
     assert named.keys == {"alice": "secret-a"} and not named.development_key
-    from_env = api.api_config(None, environ={"LIFECYCLE_API_KEYS": "bob:secret-b,secret-c"})
+    from_env = api_config(None, environ={"LIFECYCLE_API_KEYS": "bob:secret-b,secret-c"})
     assert from_env.keys == {"bob": "secret-b", "key2": "secret-c"}
 
 
@@ -225,7 +228,9 @@ def test_a_body_that_is_not_an_object_is_400(http):
         ({"max_tokens": 0}, "max_tokens"),
         ({"max_tokens": -1}, "max_tokens"),
         ({"max_tokens": 1.5}, "max_tokens"),
-        ({"n": 2}, "n"),
+        ({"n": 9}, "n"),
+        ({"max_token": 5}, "max_token"),
+        ({"logit_bias": {"The": -100}}, "logit_bias"),
         ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
         ({"stream": False, "stream_options": {"include_usage": True}}, "stream_options"),
         ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
@@ -291,7 +296,7 @@ def test_fifty_concurrent_refused_calls_give_fifty_rows(base_url, api_server):
 
 
 def test_streamed_call_follows_openai_shape_and_its_journey_is_logged(http, api_server, loaded):
-    response = chat(http, stream=True, stream_options={"include_usage": True}, max_tokens=6, extra_field="ignored")
+    response = chat(http, stream=True, stream_options={"include_usage": True}, max_tokens=6, user="learner")
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["x-ratelimit-limit-requests"] and response.headers["x-request-id"]
@@ -306,7 +311,8 @@ def test_streamed_call_follows_openai_shape_and_its_journey_is_logged(http, api_
     assert (row.prompt_tokens, row.completion_tokens) == (usage["prompt_tokens"], usage["completion_tokens"])
     journey = row.journey
     assert journey["completion_id"] == chunks[0]["id"]
-    assert json.loads(journey["request"]["body"])["extra_field"] == "ignored"
+    assert json.loads(journey["request"]["body"])["user"] == "learner"
+    assert journey["metadata"] == {"user": "learner"}
     assert journey["request"]["headers"]["authorization"] == "Bearer <redacted>"
     assert [s["step"] for s in journey["gateway"]] == ["auth", "routing", "rate limit", "queue"]
     assert journey["tokens"]["prompt_tokens"] == usage["prompt_tokens"] == len(render_messages(HELLO).ids)
@@ -386,7 +392,7 @@ def test_queue_full_is_503_and_waiting_calls_are_visible(http, api_server, loade
 
 ENTRY = '''import streamlit as st
 
-from lifecycle.api import api_routes
+from lifecycle.server.routes import api_routes
 
 app = st.App("entry.py", routes=api_routes())
 

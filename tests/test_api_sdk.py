@@ -8,6 +8,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from lifecycle import generate as generate_module
 from lifecycle import stream as streaming
 from tests.test_api import KEY, make_server, serve
 
@@ -138,7 +139,7 @@ def test_rate_limit_is_429_with_retry_after_and_the_sdk_retry_succeeds(loaded, t
 
 
 def test_failure_mid_stream_is_an_error_event_and_an_api_error(base_url, api_server, loaded, monkeypatch):
-    real = streaming.generate_steps
+    real = generate_module.generate_steps
 
     def failing_steps(*args, **kwargs):
         for index, step in enumerate(real(*args, **kwargs)):
@@ -146,7 +147,7 @@ def test_failure_mid_stream_is_an_error_event_and_an_api_error(base_url, api_ser
                 raise RuntimeError("injected failure")
             yield step
 
-    monkeypatch.setattr(streaming, "generate_steps", failing_steps)
+    monkeypatch.setattr(generate_module, "generate_steps", failing_steps)
     stream = client(base_url).chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=8, stream=True)
     with pytest.raises(openai.APIError) as caught:
         list(stream)

@@ -19,7 +19,7 @@ from charts.live_calls import (
 )
 from lifecycle import stream as streaming
 from lifecycle.context import context_budget, render_messages
-from lifecycle.gateway import CallLog, CallRecord
+from lifecycle.server.calllog import CallLog, CallRecord
 from lifecycle.sampling import SamplingSettings
 from lifecycle.serving import LiveCall
 

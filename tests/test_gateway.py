@@ -7,22 +7,14 @@ import threading
 
 import pytest
 
-import lifecycle.gateway as gateway
+import lifecycle.server.keys as keys_module
 from lifecycle.errors import LifecycleError
-from lifecycle.gateway import (
-    CallLog,
-    CallRecord,
-    RateLimiter,
-    bearer_token,
-    check_api_key,
-    default_call_log_path,
-    error_response,
-    gateway_steps,
-    log_line,
-    new_api_key,
-    parse_api_keys,
-    route,
-)
+from lifecycle.server.calllog import CallLog, CallRecord, default_call_log_path, log_line
+from lifecycle.server.errors import error_response
+from lifecycle.server.gateway import gateway_steps
+from lifecycle.server.keys import bearer_token, check_api_key, new_api_key, parse_api_keys
+from lifecycle.server.ratelimit import RateLimiter
+from lifecycle.server.routing import route
 
 SECRET = "sk-live-Qm7Tz2Lx9Vb4Nc8Rw1Yp5Kd3"
 KEYS = {"alice": SECRET, "bob": "sk-other-1234567890"}
@@ -72,7 +64,7 @@ def test_check_api_key_compares_every_key_in_constant_time(monkeypatch):
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(gateway.hmac, "compare_digest", spy)
+    monkeypatch.setattr(keys_module.hmac, "compare_digest", spy)
     assert check_api_key(SECRET, KEYS).key_name == "alice"  # matches the first key, still compares the second
     assert len(calls) == len(KEYS)
     calls.clear()

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pytest
 
 from lifecycle.errors import LifecycleError
-from lifecycle.remote import REDACTED, completions_url, send_chat_completion
+from lifecycle.server.remote import REDACTED, completions_url, send_chat_completion
 from lifecycle.stream import parse_sse
 from tests.test_api import KEY, make_server, serve
 

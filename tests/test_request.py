@@ -10,20 +10,11 @@ import pytest
 
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
-from lifecycle.request import (
-    ChatRequest,
-    build_response,
-    chat_request,
-    new_completion_id,
-    redact_key,
-    render_curl,
-    render_http_request,
-    render_http_response,
-    render_javascript,
-    render_python,
-    resend_sizes,
-    validate_request,
-)
+from lifecycle.server.chat_request import ChatRequest, chat_request, check_token_ids, sampling_settings, validate_request
+from lifecycle.server.completion import build_response, new_completion_id
+from lifecycle.server.snippets import render_curl, render_javascript, render_python
+from lifecycle.server.statelessness import resend_sizes
+from lifecycle.server.wire import redact_key, render_http_request, render_http_response
 
 MODEL = model_name()
 USER = [{"role": "user", "content": "Hello"}]
@@ -93,7 +84,7 @@ def test_valid_messages_are_normalised():
         body(
             messages=[
                 {"role": "developer", "content": "be brief"},
-                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "name": "x"},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
                 {"role": "assistant", "content": ""},
                 {"role": "user", "content": "again"},
             ]
@@ -144,7 +135,7 @@ def test_user_text_that_looks_like_control_tokens_is_kept_verbatim():
         ("max_tokens", "10"),
         ("max_tokens", False),
         ("max_completion_tokens", 0),
-        ("n", 2),
+        ("n", 9),
         ("n", 0),
         ("n", True),
         ("seed", "7"),
@@ -195,13 +186,81 @@ def test_boundaries_are_accepted():
     assert validate_request(body(n=1, seed=-5, top_k=0)).seed == -5
 
 
-def test_defaults_nulls_and_unknown_fields():
+def test_nulls_mean_defaults():
     req = validate_request(
-        body(temperature=None, top_p=None, max_tokens=None, stop=None, seed=None, n=None,
-             user="alice", metadata={"a": 1}, response_format={"type": "text"}, foo=[1, {"b": None}])
+        body(temperature=None, top_p=None, max_tokens=None, stop=None, seed=None, n=None, user=None, logit_bias=None,
+             response_format={"type": "text"}, modalities=["text"], service_tier="auto")
     )
     assert req == ChatRequest(model=MODEL, messages=USER)
     assert (req.temperature, req.top_p, req.max_tokens, req.stop, req.n) == (1.0, 1.0, None, [], 1)
+
+
+def test_user_metadata_and_store_are_recorded_as_metadata():
+    req = validate_request(body(user="alice", metadata={"team": "a"}, store=False, prompt_cache_key="k"))
+    assert req.metadata == {"user": "alice", "metadata": {"team": "a"}, "store": False, "prompt_cache_key": "k"}
+    assert req.to_payload()["user"] == "alice"
+    assert rejected(body(metadata={"a": 1})).param == "metadata.a"
+    assert rejected(body(user="x" * 257)).code == "string_above_max_length"
+
+
+@pytest.mark.parametrize("field", ["max_token", "foo", "temprature"])
+def test_unknown_fields_are_refused_by_name(field):
+    error = rejected(body(**{field: 1}))
+    assert (error.param, error.code) == (field, "unknown_parameter")
+    assert field in error.message
+
+
+@pytest.mark.parametrize("field,value", [
+    ("audio", {"voice": "alloy", "format": "mp3"}), ("prediction", {"type": "content", "content": "x"}),
+    ("reasoning_effort", "low"), ("verbosity", "low"), ("web_search_options", {}), ("functions", [{"name": "f"}]),
+    ("function_call", "auto"),
+])
+def test_parameters_this_server_cannot_honour_are_refused_by_name(field, value):
+    error = rejected(body(**{field: value}))
+    assert (error.param, error.code) == (field, "unsupported_parameter")
+
+
+@pytest.mark.parametrize("field,value", [
+    ("modalities", ["text", "audio"]), ("service_tier", "flex"), ("prompt_cache_retention", "24h"),
+    ("response_format", {"type": "json_object"}), ("stream_options", {"include_obfuscation": True}),
+])
+def test_values_this_server_cannot_honour_are_refused(field, value):
+    error = rejected(body(stream=True, **{field: value}))
+    assert error.param.startswith(field)
+    assert error.code == "unsupported_value"
+
+
+def test_unknown_message_fields_and_names_are_refused():
+    assert rejected(body(messages=[{"role": "user", "content": "hi", "nmae": "x"}])).param == "messages[0].nmae"
+    assert rejected(body(messages=[{"role": "user", "content": "hi", "name": "x"}])).param == "messages[0].name"
+    replayed = {"role": "assistant", "content": "ok", "refusal": None, "tool_calls": None, "function_call": None,
+                "audio": None, "annotations": []}
+    req = validate_request(body(messages=USER + [replayed, {"role": "user", "content": "more"}]))
+    assert req.messages[1] == {"role": "assistant", "content": "ok"}
+
+
+def test_logit_bias_keys_are_token_ids_and_values_in_range():
+    assert validate_request(body(logit_bias={"785": -100, "12": 2.5})).logit_bias == {785: -100.0, 12: 2.5}
+    assert rejected(body(logit_bias={"The": -100})).param == "logit_bias"
+    assert rejected(body(logit_bias={"-1": 1})).param == "logit_bias"
+    assert rejected(body(logit_bias={"5": 101})).param == "logit_bias.5"
+    assert rejected(body(logit_bias=[1])).code == "invalid_type"
+
+
+def test_logit_bias_ids_outside_the_vocabulary_are_refused_once_it_is_known():
+    req = validate_request(body(logit_bias={"49151": 1, "49152": 1}))
+    check_token_ids(validate_request(body(logit_bias={"49151": 1})), 49152)
+    with pytest.raises(LifecycleError) as caught:
+        check_token_ids(req, 49152)
+    assert caught.value.param == "logit_bias"
+    assert "49152" in caught.value.message
+
+
+def test_n_and_seed_give_each_choice_its_own_seed():
+    req = validate_request(body(n=3, seed=-1, presence_penalty=0.5, logit_bias={"3": 4}))
+    settings = [sampling_settings(req, i) for i in range(req.n)]
+    assert [s.seed for s in settings] == [2**63 - 1, 0, 1]
+    assert settings[0].presence_penalty == 0.5 and settings[0].logit_bias == ((3, 4.0),)
 
 
 def test_max_completion_tokens_alias_and_stop_forms():
@@ -332,7 +391,7 @@ def test_python_snippet_is_valid_and_sends_the_payload():
 def test_javascript_snippet_sends_the_payload():
     req = chat_request("</script> and ${x}", stream=False, seed=2)
     text = render_javascript(req)
-    literal = text.split("client.chat.completions.create(", 1)[1].rsplit(");\nconsole.log(completion.choices", 1)[0]
+    literal = text.split("client.chat.completions.create(", 1)[1].rsplit(");\nconsole.log(response.choices", 1)[0]
     assert json.loads(literal) == req.to_payload()
     assert "apiKey: process.env.OPENAI_API_KEY" in text
 
@@ -363,7 +422,7 @@ def test_build_response_shape_and_usage():
         "created": 1700000000,
         "model": MODEL,
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "Hi there"}, "logprobs": None, "finish_reason": "stop"}
+            {"index": 0, "message": {"role": "assistant", "content": "Hi there", "refusal": None}, "logprobs": None, "finish_reason": "stop"}
         ],
         "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
     }

@@ -6,7 +6,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from lifecycle.api import ApiConfig, ApiServer
+from lifecycle.server.config import ApiConfig
+from lifecycle.server.endpoints import ApiServer
 from lifecycle.cli import main
 from lifecycle.errors import LifecycleError
 from lifecycle.warm import MAX_WARM_PROMPTS, WARM_PATH, parse_prompts, parse_settings, read_prompts

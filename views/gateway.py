@@ -6,18 +6,17 @@ import pandas as pd
 import streamlit as st
 
 from charts.gateway import bucket_chart
-from lifecycle.api import ApiServer, default_server, new_request_id
 from lifecycle.errors import LifecycleError
-from lifecycle.gateway import (
-    KEYS_ENV,
-    CallRecord,
-    RateLimiter,
-    check_api_key,
-    gateway_steps,
-    route,
-)
+from lifecycle.server.calllog import CallRecord
+from lifecycle.server.endpoints import ApiServer
+from lifecycle.server.exchange import new_request_id
+from lifecycle.server.gateway import gateway_steps
+from lifecycle.server.keys import KEYS_ENV, check_api_key
+from lifecycle.server.ratelimit import RateLimiter
+from lifecycle.server.routes import default_server
+from lifecycle.server.routing import route
 from lifecycle.journey import Journey
-from lifecycle.request import render_http_response
+from lifecycle.server.wire import render_http_response
 from ui.cache import cached_journey
 from ui.frame import lesson, stage_page
 

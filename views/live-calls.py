@@ -25,8 +25,9 @@ from charts.live_calls import (
     streamed_text,
     tokens_per_second,
 )
-from lifecycle.api import default_server
-from lifecycle.gateway import KEYS_ENV, CallLog, CallRecord, default_call_log_path
+from lifecycle.server.calllog import CallLog, CallRecord, default_call_log_path
+from lifecycle.server.keys import KEYS_ENV
+from lifecycle.server.routes import default_server
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.serving import live_calls, model_status
 from ui.engine_state import engine_section

@@ -8,17 +8,12 @@ import streamlit as st
 from charts.request import resent_tokens_chart
 from lifecycle.context import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
-from lifecycle.remote import send_chat_completion
-from lifecycle.request import (
-    DEFAULT_BASE_URL,
-    EXTENSIONS,
-    render_curl,
-    render_http_request,
-    render_http_response,
-    render_javascript,
-    render_python,
-    resend_sizes,
-)
+from lifecycle.server.remote import send_chat_completion
+from lifecycle.server.chat_request import EXTENSIONS
+from lifecycle.server.responses_request import as_responses_request, wire_differences
+from lifecycle.server.snippets import render_curl, render_javascript, render_python
+from lifecycle.server.statelessness import resend_sizes
+from lifecycle.server.wire import DEFAULT_BASE_URL, render_http_request, render_http_response
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, show_text, stage_page
 
@@ -77,6 +72,41 @@ def _show_request_views(request) -> None:
         st.code(render_python(request), language="python")
     with tabs[4]:
         st.code(render_javascript(request), language="javascript")
+
+
+def _show_both_endpoints(request) -> None:
+    st.subheader("The same call through the Responses API", anchor=False)
+    responses = as_responses_request(request)
+    differences = wire_differences(request, responses)
+    size = next(d for d in differences if d.aspect == "body size")
+    st.markdown(
+        f"OpenAI's newer endpoint, `POST /v1/responses`, asks the model the same thing in other words; this "
+        f"server answers both, through the same stages. Here this request takes {size.chat_completions} as a "
+        f"chat completion and {size.responses} as a Responses call. The big difference is state: with "
+        "`previous_response_id` the server keeps the conversation, so the next turn sends only its new message."
+    )
+    left, right = st.columns(2)
+    with left:
+        st.caption("chat completions")
+        st.code(render_python(request), language="python")
+    with right:
+        st.caption("Responses")
+        st.code(render_python(responses), language="python")
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "": [d.aspect for d in differences],
+                "chat completions": [d.chat_completions for d in differences],
+                "Responses": [d.responses for d in differences],
+            }
+        ),
+        hide_index=True,
+        key="endpoint_differences",
+    )
+    with st.expander("Both bodies as JSON"):
+        left, right = st.columns(2)
+        left.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json")
+        right.code(json.dumps(responses.to_payload(), ensure_ascii=False, indent=2), language="json")
 
 
 def _show_response(answer) -> None:
@@ -256,6 +286,7 @@ with stage_page("request") as settings:
             f"**{answer.response['choices'][0]['finish_reason']}**. That body is all the model gets: the API keeps "
             "no memory of earlier calls, so a conversation is sent again in full on every turn."
         )
+    _show_both_endpoints(request)
     _show_response(answer)
     _show_statelessness(settings, prepared, answer)
     _remote_form(request)

@@ -12,7 +12,7 @@ import streamlit as st
 
 from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.engine import EngineFull
-from lifecycle.request import build_response, new_completion_id
+from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.stream import StreamEvent, assemble, stream_completion, stream_metrics
 from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, show_text, stage_page

@@ -11,7 +11,7 @@ import pytest
 from bench.sessions import AppServer, visit
 from lifecycle.engine.remote import RemoteEngine, remote_engine
 from lifecycle.errors import LifecycleError
-from lifecycle.gateway import CallLog, default_call_log_path
+from lifecycle.server.calllog import CallLog, default_call_log_path
 from lifecycle.journey import JourneyInput, prepare, run_journey
 from lifecycle.sampling import SamplingSettings
 from tests.browser.conftest import API_KEY_NAME

@@ -8,9 +8,10 @@ import re
 
 import pytest
 
-from lifecycle import api
+from lifecycle.server import routes
 from lifecycle.context import render_messages
-from lifecycle.gateway import CallLog, RateLimiter
+from lifecycle.server.calllog import CallLog
+from lifecycle.server.ratelimit import RateLimiter
 
 PROMPT = "Name a colour."
 STEP = re.compile(r"\*\*(Auth|Rate limit|Routing|Logging)\*\*: (\w+)")
@@ -23,7 +24,7 @@ def gateway_env(monkeypatch, tmp_path):
     path = tmp_path / "calls.sqlite3"
     monkeypatch.setenv("LIFECYCLE_CALL_LOG", str(path))
     monkeypatch.setenv("LIFECYCLE_API_KEYS", f"class:{KEY}")
-    monkeypatch.setattr(api, "_default_server", None)
+    monkeypatch.setattr(routes, "_default_server", None)
     return path
 
 

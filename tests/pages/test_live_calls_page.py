@@ -13,8 +13,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from lifecycle.api import ApiConfig, ApiServer, api_routes
-from lifecycle.gateway import default_call_log_path
+from lifecycle.server.config import ApiConfig
+from lifecycle.server.endpoints import ApiServer
+from lifecycle.server.routes import api_routes
+from lifecycle.server.calllog import default_call_log_path
 from lifecycle.serving import live_calls
 from tests.pages.harness import texts
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lifecycle.context import render_messages
-from lifecycle.request import chat_request
+from lifecycle.server.chat_request import chat_request
 from tests.pages.harness import texts
 
 PROMPT = "Name a colour."

@@ -1,0 +1,298 @@
+"""The endpoints of the OpenAI-compatible API, with their gateway state (keys, rate limiter, call log).
+
+A call goes through the same stages the app shows: body limits and JSON parsing, the gateway
+(API key, rate limit, routing), request validation, the chat template and context budget, the
+one-at-a-time model queue, then a worker that generates. Every call, refused ones included, lands
+in the SQLite call log with its journey. Errors always use OpenAI's envelope and every response
+carries ``x-request-id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from lifecycle.context import context_budget, render_messages
+from lifecycle.errors import LifecycleError
+from lifecycle.model import LoadedModel, shared_model
+from lifecycle.server.chat_request import DEFAULT_MAX_TOKENS, ChatRequest, check_token_ids, validate_request
+from lifecycle.server.calllog import CallLog
+from lifecycle.server.config import ApiConfig
+from lifecycle.server.errors import ApiError
+from lifecycle.server.exchange import Exchange, new_request_id
+from lifecycle.server.keys import bearer_token, check_api_key
+from lifecycle.server.ratelimit import RateLimiter
+from lifecycle.server.routing import route
+from lifecycle.server.response_store import ResponseStore
+from lifecycle.server.responses_request import ResponsesRequest, validate_responses_request
+from lifecycle.server.responses_worker import ResponsesJob
+from lifecycle.server.worker import CancellingStream, GenerationJob
+from lifecycle.serving import LiveCall, QueueFull, model_queue, model_status, start_model_loading
+
+# The journey keeps at most this much of a raw body (a 1 MiB prompt is counted, not copied).
+_JOURNEY_BODY_CHARS = 64 * 1024
+_SAFE_HEADERS = ("content-type", "content-length", "user-agent", "accept", "x-stainless-lang",
+                 "x-stainless-package-version", "x-stainless-retry-count")
+_log = logging.getLogger(__name__)
+
+
+class ApiServer:
+    """The endpoints, with their gateway state (keys, rate limiter, call log)."""
+
+    def __init__(self, config: ApiConfig):
+        self.config = config
+        self.limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
+        self.log = CallLog(config.call_log, redact=config.keys.values())
+        self.responses_store = ResponseStore()
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def _finish(self, exchange: Exchange, response: Response) -> Response:
+        response.headers["x-request-id"] = exchange.id
+        return response
+
+    def _save(self, exchange: Exchange) -> None:
+        try:
+            self.log.record(exchange.record())
+        except Exception as error:  # the log must never turn an answer into a crash
+            _log.error("call log write failed for %s: %s", exchange.id, type(error).__name__)
+
+    def _error(self, exchange: Exchange, error: ApiError) -> Response:
+        exchange.status, exchange.outcome = error.status, error.outcome
+        exchange.error = error.body["error"]["message"]
+        exchange.journey["response"] = {"status": error.status, "headers": error.headers, "body": error.body}
+        self._save(exchange)
+        return self._finish(exchange, JSONResponse(error.body, error.status, headers=error.headers))
+
+    def _guard(self, endpoint: Callable) -> Callable:
+        """Every answer gets an id; any failure becomes an envelope (never a stack trace)."""
+
+        async def guarded(request: Request) -> Response:
+            exchange = Exchange(new_request_id())
+            exchange.journey["request"] = {"method": request.method, "path": request.url.path}
+            try:
+                return await endpoint(request, exchange)
+            except ApiError as error:
+                return self._error(exchange, error)
+            except Exception as error:
+                _log.exception("unexpected failure in %s", exchange.id)
+                return self._error(exchange, ApiError(
+                    500, "The server had an error while processing your request.",
+                    type="server_error", outcome="error", code=type(error).__name__,
+                ))
+
+        return guarded
+
+    # --- endpoints -----------------------------------------------------------------------------
+
+    async def health(self, request: Request, exchange: Exchange) -> Response:
+        _only(request, "GET")
+        status = model_status()
+        body = {"status": status.state, "model": status.name, "queue": _queue_summary()}
+        if status.error:
+            body["error"] = status.error
+        code = 200 if status.state == "ready" else 503
+        headers = {} if code == 200 else {"retry-after": "2"}
+        return self._finish(exchange, JSONResponse(body, code, headers=headers))
+
+    async def models(self, request: Request, exchange: Exchange) -> Response:
+        _only(request, "GET")
+        self._authenticate(request, exchange)
+        status = model_status()
+        body = {"object": "list", "data": [
+            {"id": status.name, "object": "model", "created": 0, "owned_by": "local"}
+        ]}
+        return self._finish(exchange, JSONResponse(body))
+
+    async def not_found(self, request: Request, exchange: Exchange) -> Response:
+        raise ApiError(404, f"Unknown endpoint: {request.method} {request.url.path}.", code="unknown_url")
+
+    async def chat_completions(self, request: Request, exchange: Exchange) -> Response:
+        _only(request, "POST")
+        exchange.journey["request"]["headers"] = _shown_headers(request)
+        body = await self._read_body(request, exchange)
+        exchange.key_name = self._authenticate(request, exchange)
+        chat = self._parse(request, body, exchange)
+        return await self._serve(request, exchange, chat, GenerationJob)
+
+    async def responses(self, request: Request, exchange: Exchange) -> Response:
+        """``POST /v1/responses``: translated to the chat form (with the stored conversation of
+        ``previous_response_id``), generated the same way, answered as a Response."""
+        _only(request, "POST")
+        exchange.journey["request"]["headers"] = _shown_headers(request)
+        body = await self._read_body(request, exchange)
+        exchange.key_name = self._authenticate(request, exchange)
+        wanted = self._parse(request, body, exchange, validate_responses_request)
+        history = self._history(wanted, exchange)
+        try:
+            chat = wanted.to_chat(history)
+        except LifecycleError as error:
+            raise ApiError(400, error.message, param=error.param, code=error.code) from error
+
+        def job(*args) -> ResponsesJob:
+            return ResponsesJob(*args, request=wanted, store=self.responses_store)
+
+        return await self._serve(request, exchange, chat, job)
+
+    def _history(self, wanted: ResponsesRequest, exchange: Exchange) -> tuple[dict, ...]:
+        if wanted.previous_response_id is None:
+            return ()
+        stored = self.responses_store.get(wanted.previous_response_id, exchange.key_name)
+        if stored is None:
+            exchange.step("state", "refused", "previous_response_id is not in this server's store.", 400)
+            raise ApiError(400, f"Previous response with id {wanted.previous_response_id!r} not found.",
+                           param="previous_response_id", code="previous_response_not_found")
+        exchange.step("state", "passed", f"Continued from {wanted.previous_response_id}: "
+                      f"{len(stored.messages)} stored message(s) prepended.", 200)
+        return stored.messages
+
+    async def _serve(self, request: Request, exchange: Exchange, chat: ChatRequest, job_class: Callable) -> Response:
+        """Budget, rate limit, queue, then a worker thread that generates and answers."""
+        loaded = self._ready_model(exchange)
+        prompt_ids, max_tokens = await self._budget(chat, loaded, exchange)
+        limits = self._rate_limit(exchange, len(prompt_ids) + max_tokens * chat.n)
+        call = LiveCall(exchange.id, exchange.key_name, chat.model, chat.stream, len(prompt_ids), max_tokens)
+        try:
+            model_queue().admit(call)
+        except QueueFull as full:
+            exchange.step("queue", "refused", str(full), 503)
+            raise ApiError(503, str(full), type="server_error", code="queue_full", outcome="error",
+                           headers={"retry-after": str(full.retry_after), **limits}) from full
+        exchange.step("queue", "admitted", f"Queued behind {len(model_queue().snapshot()) - 1} call(s).")
+        job = job_class(self, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
+        threading.Thread(target=job.run, name=f"generate-{exchange.id}", daemon=True).start()
+        if chat.stream:
+            headers = {**limits, "cache-control": "no-cache", "x-accel-buffering": "no"}
+            response = CancellingStream(job.frames(), call.cancel, headers=headers, media_type="text/event-stream")
+            return self._finish(exchange, response)
+        try:
+            body = await job.answer(request)
+        except ApiError as error:  # the worker has logged this call already
+            return self._finish(exchange, JSONResponse(error.body, error.status))
+        return self._finish(exchange, JSONResponse(body, headers=limits))
+
+    # --- stages --------------------------------------------------------------------------------
+
+    async def _read_body(self, request: Request, exchange: Exchange) -> bytes:
+        limit = self.config.max_body_bytes
+        too_large = ApiError(413, f"The request body is larger than the limit of {limit} bytes.",
+                             code="request_too_large")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            exchange.journey["request"]["body"] = f"<{declared} bytes, not read>"
+            raise too_large
+        chunks, size = [], 0
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    exchange.journey["request"]["body"] = f"<more than {limit} bytes, not read>"
+                    raise too_large
+                chunks.append(chunk)
+        except ClientDisconnect as gone:
+            raise ApiError(400, "The client disconnected while sending the body.", code="client_disconnected",
+                           outcome="cancelled") from gone
+        body = b"".join(chunks)
+        text = body.decode("utf-8", errors="replace")
+        exchange.journey["request"]["body"] = text[:_JOURNEY_BODY_CHARS]
+        exchange.journey["request"]["body_bytes"] = len(body)
+        return body
+
+    def _authenticate(self, request: Request, exchange: Exchange) -> str:
+        decision = check_api_key(bearer_token(request.headers.get("authorization")), self.config.keys)
+        exchange.key_name = decision.key_name
+        exchange.step("auth", "passed" if decision.allowed else "refused", decision.message, decision.status)
+        if not decision.allowed:
+            raise ApiError(401, decision.message, code="invalid_api_key", outcome="unauthorized")
+        return decision.key_name
+
+    def _parse(self, request: Request, body: bytes, exchange: Exchange, validate: Callable = validate_request):
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json":
+            raise ApiError(400, f"Expected 'Content-Type: application/json', got {media_type or 'none'!r}.",
+                           code="invalid_content_type")
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError) as error:
+            detail = error.msg if isinstance(error, json.JSONDecodeError) else "not valid JSON"
+            raise ApiError(400, f"The request body is not valid JSON: {detail}.", code="invalid_json") from error
+        status = model_status()
+        try:
+            chat = validate(payload, known_models=[status.name])
+        except LifecycleError as error:
+            if error.code == "model_not_found":
+                decision = route(payload.get("model"), [status.name])
+                exchange.step("routing", "refused", decision.message, 404)
+                raise ApiError(404, decision.message, param="model", code="model_not_found") from error
+            raise ApiError(400, error.message, param=error.param, code=error.code) from error
+        exchange.model = chat.model
+        exchange.step("routing", "passed", route(chat.model, [status.name]).message, 200)
+        exchange.journey["request"]["validated"] = chat.to_payload()
+        return chat
+
+    def _ready_model(self, exchange: Exchange) -> LoadedModel:
+        status = model_status()
+        if status.state != "ready":
+            start_model_loading()
+            message = f"The model is {status.state}" + (f": {status.error}" if status.error else "; retry shortly.")
+            raise ApiError(503, message, type="server_error", code="model_not_ready", outcome="error",
+                           headers={"retry-after": "2"})
+        return shared_model()
+
+    async def _budget(self, chat: ChatRequest, loaded: LoadedModel, exchange: Exchange) -> tuple[list[int], int]:
+        try:
+            check_token_ids(chat, loaded.vocab_size)
+            prompt = await asyncio.to_thread(render_messages, chat.messages)
+        except LifecycleError as error:
+            raise ApiError(400, error.message, param=error.param, code=error.code) from error
+        window = loaded.context_window
+        free = window - len(prompt.ids)
+        max_tokens = chat.max_tokens or max(1, min(DEFAULT_MAX_TOKENS, free))
+        budget = context_budget(prompt, window, max_tokens)
+        exchange.prompt_tokens = budget.prompt_tokens
+        exchange.journey["tokens"] = {"prompt_tokens": budget.prompt_tokens, "ids": prompt.ids[:2048],
+                                      "special_positions": prompt.special_positions[:512]}
+        exchange.journey["context"] = {**asdict(budget), "max_tokens_defaulted": chat.max_tokens is None}
+        if not budget.fits:
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {window} tokens. However, you requested "
+                f"{budget.prompt_tokens + max_tokens} tokens ({budget.prompt_tokens} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages or completion.",
+                param="messages", code="context_length_exceeded",
+            )
+        return prompt.ids, max_tokens
+
+    def _rate_limit(self, exchange: Exchange, tokens: int) -> dict[str, str]:
+        decision = self.limiter.decide(exchange.key_name, tokens)
+        exchange.step("rate limit", "passed" if decision.allowed else "refused", decision.message, decision.status)
+        if not decision.allowed:
+            error = decision.error()["error"]
+            raise ApiError(429, error["message"], type=error["type"], code=error["code"],
+                           headers=decision.headers, outcome="rate_limited")
+        return dict(decision.headers)
+
+
+def _only(request: Request, method: str) -> None:
+    if request.method != method:
+        raise ApiError(405, f"Method {request.method} is not allowed here; use {method}.", code="method_not_allowed")
+
+
+def _shown_headers(request: Request) -> dict[str, str]:
+    """The request headers worth showing; Authorization only as whether it was there."""
+    shown = {name: request.headers[name] for name in _SAFE_HEADERS if name in request.headers}
+    shown["authorization"] = "Bearer <redacted>" if "authorization" in request.headers else "<missing>"
+    return shown
+
+
+def _queue_summary() -> dict:
+    calls = model_queue().snapshot()
+    return {"running": sum(c.state == "running" for c in calls), "waiting": sum(c.state == "queued" for c in calls),
+            "capacity": model_queue().capacity}

@@ -1,0 +1,159 @@
+"""The Responses API answer: the ``response`` object and its typed stream events.
+
+Where chat completions return ``choices[0].message.content``, a Response returns a list of
+``output`` items (here one assistant ``message`` holding one ``output_text`` part), ``status``
+("completed", or "incomplete" with the reason when ``max_output_tokens`` ran out) and usage as
+``input_tokens`` / ``output_tokens``. Streamed, it is a sequence of named events
+(``event: response.output_text.delta`` ...), each with a ``sequence_number``, and no ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterable, Iterator
+
+from lifecycle.logprobs import token_logprob
+from lifecycle.server.responses_request import ResponsesRequest
+from lifecycle.stream import StreamEvent
+
+
+def new_id(prefix: str) -> str:
+    """An id in OpenAI's style: ``resp_`` / ``msg_`` and 48 hex digits."""
+    return f"{prefix}_{secrets.token_hex(24)}"
+
+
+def _message(item_id: str, text: str, status: str, logprobs: list[dict] | None) -> dict:
+    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": [part]}
+
+
+def response_object(
+    request: ResponsesRequest, response_id: str, created_at: int, *, status: str = "completed",
+    output: list[dict] | None = None, usage: dict | None = None, incomplete: str | None = None,
+    cached_tokens: int = 0,
+) -> dict:
+    """The ``response`` object as it stands (``in_progress`` with no output while streaming)."""
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "completed_at": int(time.time()) if status in ("completed", "incomplete") else None,
+        "error": None,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "instructions": request.instructions,
+        "max_output_tokens": request.max_output_tokens,
+        "model": request.model,
+        "output": output or [],
+        "parallel_tool_calls": False,
+        "previous_response_id": request.previous_response_id,
+        "store": request.store,
+        "temperature": request.temperature,
+        "text": {"format": request.text_format or {"type": "text"}},
+        "tool_choice": "none",
+        "tools": [],
+        "top_logprobs": request.top_logprobs,
+        "top_p": request.top_p,
+        "truncation": "disabled",
+        "usage": None if usage is None else {
+            "input_tokens": usage["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": cached_tokens},
+            "output_tokens": usage["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+        },
+        "metadata": request.metadata,
+        **{name: request.recorded.get(name) for name in ("user", "safety_identifier", "prompt_cache_key")},
+    }
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+
+
+def _ending(finish_reason: str | None) -> tuple[str, str | None]:
+    """(status, incomplete reason) for how the generation ended."""
+    if finish_reason == "length":
+        return "incomplete", "max_output_tokens"
+    return ("completed", None) if finish_reason == "stop" else ("cancelled", None)
+
+
+def finished_response(
+    request: ResponsesRequest, response_id: str, created_at: int, text: str, finish_reason: str, steps: list,
+    prompt_tokens: int,
+) -> dict:
+    """The final ``response`` object of one generation (its steps give logprobs and the token count)."""
+    status, reason = _ending(finish_reason)
+    logprobs = [token_logprob(s, request.top_logprobs) for s in steps] if request.top_logprobs is not None else None
+    item = _message(new_id("msg"), text, "completed" if status != "incomplete" else "incomplete", logprobs)
+    return response_object(request, response_id, created_at, status=status, output=[item],
+                           usage=_usage(prompt_tokens, len(steps)), incomplete=reason)
+
+
+def output_text(response: dict) -> str:
+    """The text of a response's message items, joined (what the SDK's ``response.output_text`` gives)."""
+    return "".join(part["text"] for item in response["output"] if item["type"] == "message"
+                   for part in item["content"] if part["type"] == "output_text")
+
+
+class _Sequencer:
+    """Numbers the events of one stream and gives each its wire form: ``event:`` then ``data:``."""
+
+    def __init__(self, started: float):
+        self.started, self.number = started, 0
+
+    def __call__(self, kind: str, **fields) -> StreamEvent:
+        data = {"type": kind, "sequence_number": self.number, **fields}
+        self.number += 1
+        line = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return StreamEvent(data, f"event: {kind}\ndata: {line}\n\n", time.perf_counter() - self.started)
+
+
+def response_events(
+    steps: Iterable, request: ResponsesRequest, response_id: str, prompt_tokens: int, started: float,
+    final: list[dict],
+) -> Iterator[StreamEvent]:
+    """The typed events of one generation as it runs; the finished ``response`` is appended to ``final``.
+
+    A failure after the first event ends the stream with ``error`` then ``response.failed``."""
+    event = _Sequencer(started)
+    created_at = int(time.time())
+    item_id = new_id("msg")
+    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    skeleton = response_object(request, response_id, created_at, status="in_progress")
+    yield event("response.created", response=skeleton)
+    yield event("response.in_progress", response=skeleton)
+    yield event("response.output_item.added", output_index=0, item={**_message(item_id, "", "in_progress", None),
+                                                                    "content": []})
+    yield event("response.content_part.added", item_id=item_id, output_index=0, content_index=0,
+                part={"type": "output_text", "text": "", "annotations": [], "logprobs": []})
+    collected, parts, pending = [], [], []
+    try:
+        for step in steps:
+            collected.append(step)
+            if request.top_logprobs is not None:
+                pending.append(token_logprob(step, request.top_logprobs))
+            if step.delta:
+                parts.append(step.delta)
+                yield event("response.output_text.delta", **where, delta=step.delta, logprobs=pending)
+                pending = []
+    except Exception as error:  # noqa: BLE001 - the stream has started: report in-band
+        yield event("error", code="generation_failed", message=f"Generation failed: {type(error).__name__}.", param=None)
+        yield event("response.failed", response={**skeleton, "status": "failed", "error": {
+            "code": "server_error", "message": f"Generation failed: {type(error).__name__}."}})
+        return
+    text = "".join(parts)
+    finish_reason = collected[-1].finished if collected else "cancelled"
+    response = finished_response(request, response_id, created_at, text, finish_reason, collected, prompt_tokens)
+    item = {**response["output"][0], "id": item_id}
+    response["output"] = [item]
+    logprobs = item["content"][0]["logprobs"]
+    yield event("response.output_text.done", **where, text=text, logprobs=logprobs)
+    yield event("response.content_part.done", item_id=item_id, output_index=0, content_index=0, part=item["content"][0])
+    yield event("response.output_item.done", output_index=0, item=item)
+    final.append(response)
+    kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(response["status"])
+    if kind:
+        yield event(kind, response=response)

@@ -1,0 +1,141 @@
+"""The Responses API (``POST /v1/responses``) through the official openai SDK's ``responses.create``
+and ``responses.stream``, sync and async, on the real server and model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import openai
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+from tests.test_api import KEY, make_server, serve
+
+QUESTION = "What is the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def api_server(loaded, tmp_path_factory):
+    return make_server(tmp_path_factory.mktemp("responses"))
+
+
+@pytest.fixture(scope="module")
+def base_url(api_server):
+    with serve(api_server) as url:
+        yield url + "/v1"
+
+
+@pytest.fixture
+def sdk(base_url) -> OpenAI:
+    return OpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=120)
+
+
+def test_create_answers_like_the_chat_endpoint(sdk, loaded):
+    response = sdk.responses.create(model=loaded.name, input=QUESTION, temperature=0, max_output_tokens=12)
+    chat = sdk.chat.completions.create(model=loaded.name, messages=[{"role": "user", "content": QUESTION}],
+                                       temperature=0, max_tokens=12)
+    assert response.output_text == chat.choices[0].message.content
+    assert response.usage.input_tokens == chat.usage.prompt_tokens
+    assert response.usage.output_tokens == chat.usage.completion_tokens
+    assert response.id.startswith("resp_") and response.object == "response"
+    expected = "completed" if chat.choices[0].finish_reason == "stop" else "incomplete"
+    assert response.status == expected
+
+
+def test_max_output_tokens_ends_incomplete_with_the_reason(sdk, loaded):
+    response = sdk.responses.create(model=loaded.name, input="Tell me a long story.", max_output_tokens=3,
+                                    temperature=0)
+    assert response.status == "incomplete"
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.usage.output_tokens == 3
+
+
+def test_instructions_and_items_input(sdk, loaded):
+    items = [{"role": "user", "content": [{"type": "input_text", "text": QUESTION}]}]
+    with_instructions = sdk.responses.create(model=loaded.name, input=items, instructions="Answer in French.",
+                                             temperature=0, max_output_tokens=8)
+    plain = sdk.responses.create(model=loaded.name, input=items, temperature=0, max_output_tokens=8)
+    assert with_instructions.instructions == "Answer in French."
+    assert with_instructions.usage.input_tokens != plain.usage.input_tokens
+    assert with_instructions.output_text != plain.output_text
+
+
+def test_previous_response_id_continues_the_stored_conversation(sdk, loaded):
+    first = sdk.responses.create(model=loaded.name, input="My name is Ada.", temperature=0, max_output_tokens=10)
+    second = sdk.responses.create(model=loaded.name, input="What is my name?", previous_response_id=first.id,
+                                  temperature=0, max_output_tokens=10)
+    alone = sdk.responses.create(model=loaded.name, input="What is my name?", temperature=0, max_output_tokens=10)
+    assert second.previous_response_id == first.id
+    # The second call's prompt holds the first exchange: it is longer by at least the first answer.
+    assert second.usage.input_tokens >= alone.usage.input_tokens + first.usage.output_tokens
+    unstored = sdk.responses.create(model=loaded.name, input="Hi", store=False, max_output_tokens=2)
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.responses.create(model=loaded.name, input="Again", previous_response_id=unstored.id, max_output_tokens=2)
+    assert caught.value.param == "previous_response_id"
+
+
+def test_a_stored_response_is_invisible_to_another_key(loaded, tmp_path):
+    server = make_server(tmp_path)
+    server.config.keys["other"] = "sk-other-" + "z9" * 12
+    with serve(server) as url:
+        first = OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0).responses.create(
+            model=loaded.name, input="Hi", max_output_tokens=2)
+        other = OpenAI(base_url=url + "/v1", api_key=server.config.keys["other"], max_retries=0)
+        with pytest.raises(openai.BadRequestError):
+            other.responses.create(model=loaded.name, input="Hi", previous_response_id=first.id, max_output_tokens=2)
+
+
+def test_stream_typed_events_assemble_to_the_final_response(sdk, loaded):
+    with sdk.responses.stream(model=loaded.name, input=QUESTION, temperature=0, max_output_tokens=12) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [event.type for event in events]
+    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert kinds[-4:-1] == ["response.output_text.done", "response.content_part.done", "response.output_item.done"]
+    assert kinds[-1] in ("response.completed", "response.incomplete")
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    deltas = "".join(event.delta for event in events if event.type == "response.output_text.delta")
+    assert deltas == final.output_text
+    whole = sdk.responses.create(model=loaded.name, input=QUESTION, temperature=0, max_output_tokens=12)
+    assert final.output_text == whole.output_text
+
+
+def test_create_with_stream_true_and_logprobs(sdk, loaded):
+    events = list(sdk.responses.create(model=loaded.name, input=QUESTION, temperature=0, max_output_tokens=5,
+                                       stream=True, include=["message.output_text.logprobs"], top_logprobs=2))
+    done = [event for event in events if event.type == "response.output_text.done"][0]
+    assert len(done.logprobs) == 5
+    assert all(len(entry.top_logprobs) == 2 for entry in done.logprobs)
+
+
+@pytest.mark.parametrize("fields,param", [
+    ({"background": True}, "background"),
+    ({"reasoning": {"effort": "low"}}, "reasoning"),
+    ({"truncation": "auto"}, "truncation"),
+    ({"max_output_token": 5}, "max_output_token"),
+    ({"input": []}, "input"),
+    ({"temperature": 3}, "temperature"),
+])
+def test_bad_or_unsupported_fields_are_400_naming_them(base_url, loaded, fields, param):
+    body = {"model": loaded.name, "input": "Hi", **fields}
+    raw = httpx.post(f"{base_url}/responses", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+    assert raw.status_code == 400
+    assert raw.json()["error"]["param"] == param
+
+
+def test_async_create_and_stream(base_url, loaded):
+    async def main():
+        async with AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=120) as client:
+            created = await client.responses.create(model=loaded.name, input=QUESTION, temperature=0,
+                                                    max_output_tokens=6)
+            async with client.responses.stream(model=loaded.name, input=QUESTION, temperature=0,
+                                               max_output_tokens=6) as stream:
+                async for _ in stream:
+                    pass
+                final = await stream.get_final_response()
+            return created, final
+
+    created, final = asyncio.run(main())
+    assert created.output_text == final.output_text != ""
