@@ -3,8 +3,10 @@
 The journey is three stage functions, so a page waits only for the stages it shows:
 
 - ``prepare``: the request, the tokenization, the chat template and the window budget. No model run.
+- ``prefill``: the prompt read by the engine, batched with everyone's work, for the next-token
+  distribution alone. The Next token and Sampling pages need only this.
 - ``inspect_prompt``: one inspection forward pass (embeddings, attention, logit lens) and the
-  next-token distribution. The Embeddings, Attention, Next token and Sampling pages need only this.
+  next-token distribution. The Embeddings and Attention pages need this.
 - ``answer``: the real generation, produced as the SSE stream, then detokenized into the response.
   ``on_step`` sees every generated token as it arrives, so a page can show progress.
 
@@ -19,6 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from lifecycle.context import (
     CONTEXT_WINDOWS,
     ContextBudget,
@@ -28,6 +32,7 @@ from lifecycle.context import (
     render_prompt,
 )
 from lifecycle.detokenize import DetokenizedStep, detokenize
+from lifecycle.engine import EngineRequest, current_origin, shared_engine
 from lifecycle.engine.remote import remote_engine
 from lifecycle.errors import LifecycleError
 from lifecycle.forward import ForwardPass, run_forward, token_text
@@ -92,6 +97,20 @@ class PreparedPrompt:
     rendered: RenderedPrompt
     budget: ContextBudget
     timings: list[StageTiming]
+
+
+@dataclass
+class Prefill:
+    """The prompt read once by the engine, batched with everyone's work: the next-token distribution.
+
+    The Next token and Sampling pages need only this; the engine keeps the prompt's keys and
+    values in its prefix cache, so the generation that may follow starts from them.
+    """
+
+    next_token: NextTokenDistribution
+    seconds: float  # asking to answer, waiting included
+    waited_seconds: float  # in the engine's queue
+    cached_tokens: int  # prompt tokens already in the engine's prefix cache
 
 
 @dataclass
@@ -230,6 +249,31 @@ def check_runnable(prepared: PreparedPrompt, loaded: LoadedModel) -> None:
             "The Tokenization and Context window pages still show all of it.",
             param="prompt",
         )
+
+
+def prefill(prepared: PreparedPrompt, loaded: LoadedModel) -> Prefill:
+    """Run the prompt through the engine for its next-token logits alone (no attention, no generation).
+
+    Raises EngineFull when the engine's queue is full (the caller decides whether to wait).
+    """
+    check_runnable(prepared, loaded)
+    captured: list[np.ndarray] = []
+
+    def keep(logits: np.ndarray) -> None:
+        captured.append(logits)
+        return None  # no token: the request ends after its prompt
+
+    origin = current_origin()
+    started = time.perf_counter()
+    handle = shared_engine(loaded).submit(EngineRequest(
+        prompt_ids=list(prepared.rendered.ids), max_tokens=1, step=keep, label=origin.label, tag=origin.tag,
+    ))
+    handle.done.wait()
+    if handle.error is not None:
+        raise handle.error
+    logits = captured[0]
+    next_token = next_token_distribution(logits, lambda i: token_text(loaded, i))
+    return Prefill(next_token, time.perf_counter() - started, handle.waited_seconds, handle.cached_tokens)
 
 
 def inspect_prompt(prepared: PreparedPrompt, loaded: LoadedModel) -> Inspection:

@@ -141,10 +141,6 @@ class ResultCache:
         with self._lock:
             return len(self._entries)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries = OrderedDict((k, e) for k, e in self._entries.items() if not e.pending.done())
-
     def _claim(self, key: Hashable) -> tuple[Pending, bool]:
         with self._lock:
             entry = self._entries.get(key)

@@ -4,8 +4,10 @@ Pages, the warm endpoint and anything else in the server process share one ``Jou
 (``shared_results()``), so a prompt the teacher warmed, or that another session opened, is ready:
 
 - ``prepared(inp)``: request, tokens, template, budget (no model run), keyed by the whole input;
-- ``inspection(inp)``: the inspection pass, keyed by the rendered prompt's ids alone, so changing
-  the temperature does not run it again;
+- ``start_prefill(inp)``: the engine's prefill for the next-token distribution (Next token,
+  Sampling), batched with everyone's work; keyed by the rendered prompt's ids alone;
+- ``inspection(inp)``: the inspection pass (attention, logit lens), keyed by the rendered prompt's
+  ids alone, so changing the temperature does not run it again;
 - ``answer(inp)``: the generation, started in the background and returned at once as a ``Pending``
   whose ``progress`` lists the tokens generated so far; keyed by the ids and the generation
   settings;
@@ -31,10 +33,12 @@ from lifecycle.journey import (
     Inspection,
     Journey,
     JourneyInput,
+    Prefill,
     PreparedPrompt,
     answer,
     check_runnable,
     inspect_prompt,
+    prefill,
     prepare,
 )
 from lifecycle.model import LoadedModel
@@ -81,6 +85,21 @@ class JourneyResults:
         """Request, tokenization, template and budget for ``inp`` (LifecycleError for bad input)."""
         return self.cache.get(("prepare", self.loaded.name, inp), lambda _report: prepare(inp, self.loaded.name))
 
+    def prefill_key(self, inp: JourneyInput) -> Hashable:
+        return ("prefill", self.loaded.name, tuple(self.prepared(inp).rendered.ids))
+
+    def start_prefill(self, inp: JourneyInput, label: str = "page") -> Pending:
+        """The engine's prefill of ``inp`` (next-token distribution), started in the background unless there."""
+        prepared = self.prepared(inp)
+        check_runnable(prepared, self.loaded)
+        key = self.prefill_key(inp)
+
+        def compute(report) -> Prefill:
+            with origin(label, engine_tag(key)):
+                return when_admitted(lambda: prefill(prepared, self.loaded), report)
+
+        return self.cache.start(key, compute)
+
     def start_inspection(self, inp: JourneyInput) -> Pending:
         """The inspection pass for ``inp``, started in the background unless already there."""
         prepared = self.prepared(inp)
@@ -124,7 +143,9 @@ class JourneyResults:
 
     def warm(self, inp: JourneyInput) -> Journey:
         """Compute (or find) every stage for ``inp``, so the pages open it at once."""
-        return self.journey(inp, label="warm")
+        journey = self.journey(inp, label="warm")
+        self.start_prefill(inp, label="warm").result()  # after the generation: from the prefix cache
+        return journey
 
     def branch(self, prompt_ids: tuple[int, ...], sampling: SamplingSettings, max_tokens: int,
                stop: tuple[str, ...], forced: tuple[tuple[int, int], ...]) -> Generation:

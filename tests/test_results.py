@@ -78,3 +78,23 @@ def test_a_full_engine_queue_makes_a_page_wait_its_turn_and_say_so():
 
     assert when_admitted(work, notices.append, sleep=slept.append) == "answered"
     assert notices == [QueueNotice(32, 4), QueueNotice(32, 4)] and slept == [4, 4]
+
+
+def test_the_engines_prefill_gives_the_inspection_pass_distribution_and_warms_the_generation(loaded):
+    results = _results(loaded)
+    inp = JourneyInput("What is a prefix cache?", sampling=GREEDY, max_tokens=3)
+    seen = [None] * 30
+    threads = [threading.Thread(target=lambda i=i: seen.__setitem__(i, results.start_prefill(inp).result(120)))
+               for i in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert results.cache.computations["prefill"] == 1 and all(s is seen[0] for s in seen)
+    assert results.cache.computations["inspect"] == 0 and results.peek_answer(inp) is None
+    prefill = seen[0]
+    inspection = results.inspection(inp)
+    np.testing.assert_allclose(prefill.next_token.probs, inspection.next_token.probs, atol=1e-5)
+    assert prefill.next_token.top(1)[0].id == inspection.next_token.top(1)[0].id
+    answer = results.answer(inp).result(120)
+    assert answer.cached_tokens == len(results.prepared(inp).rendered.ids) - 1  # the prompt was already read

@@ -45,7 +45,8 @@ def test_warmed_prompts_open_on_the_pages_without_running_the_model_again(client
         app = run_page(page, prompt=PROMPTS[0], temperature=0, max_tokens=3)
         assert not app.exception and not app.error
     after = shared_results(loaded).cache.computations
-    assert (after["inspect"], after["answer"]) == (computations["inspect"], computations["answer"])
+    for stage in ("prefill", "inspect", "answer"):
+        assert after[stage] == computations[stage] >= 2, stage
     _, again = _warm(client, PROMPTS)
     assert all(line["already_cached"] for line in again[:-1])
 

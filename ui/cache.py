@@ -1,14 +1,17 @@
 """The journey's stage results as the pages ask for them, each page waiting only for what it shows.
 
 The results live in the process-wide ``lifecycle.results.JourneyResults`` (one cache bounded in
-bytes by ``LIFECYCLE_CACHE_MB``, shared by every session and the warm endpoint). Here they are
-fetched with something on screen while the model works:
+bytes by ``LIFECYCLE_CACHE_MB``, shared by every session and the warm endpoint). Request,
+Tokenization and Context window need no model run and compute on their own; the others fetch
+here, with something on screen while the model works:
 
-- ``prepared_prompt(settings)``: request, tokens, template, budget. No model run, no wait.
-- ``inspected_prompt(settings)``: also the inspection pass (Embeddings, Attention, Next token,
-  Sampling), with a spinner while it runs.
-- ``answered_prompt(settings)``: also the generation; the tokens appear as they are generated.
-- ``cached_journey(settings)``: every stage (the journey map, Gateway, Streaming, ...).
+- ``prefilled_prompt(settings)``: the prepared prompt and the next-token distribution from the
+  engine's prefill (Next token, Sampling), with this prompt's place in line while it waits.
+- ``inspected_prompt(settings)``: the prepared prompt and the inspection pass (Embeddings,
+  Attention), with a spinner.
+- ``answered_prompt(settings)``: the prepared prompt and its generation; the tokens appear as
+  they are generated (Generation, Streaming, Detokenization, the Request page's response).
+- ``cached_journey(settings)``: every stage (the journey map, Gateway).
 
 Results are shared by every session asking with equal settings, so treat them as read-only.
 ``per_prompt_cache`` memoises a page's own per-prompt function in the same byte-bounded cache.
@@ -26,13 +29,13 @@ import streamlit as st
 
 from lifecycle.engine import shared_engine
 from lifecycle.generate import GenerationStep
-from lifecycle.journey import Answer, Inspection, Journey, PreparedPrompt
+from lifecycle.journey import Answer, Inspection, Journey, Prefill, PreparedPrompt
 from lifecycle.result_cache import Pending, shared_cache
 from lifecycle.results import JourneyResults, QueueNotice, engine_tag, shared_results
 from ui.frame import loaded_model, show_text
 from ui.settings import JourneySettings
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.5  # 30 sessions redrawing progress share one Python process with the engine
 PROGRESS_CHARS = 2000
 
 Result = TypeVar("Result")
@@ -43,9 +46,15 @@ def journey_results() -> JourneyResults:
     return shared_results(loaded_model())
 
 
-def prepared_prompt(settings: JourneySettings) -> PreparedPrompt:
-    """Request, tokenization, template and budget of these settings (LifecycleError for bad input)."""
-    return journey_results().prepared(settings.journey_input())
+def prefilled_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Prefill]:
+    """The prepared prompt and the engine's prefill of it (the next-token distribution only)."""
+    results = journey_results()
+    inp = settings.journey_input()
+    prepared = results.prepared(inp)
+    pending = results.start_prefill(inp)
+    if not pending.done():
+        _show_waiting(pending, engine_tag(results.prefill_key(inp)))
+    return prepared, pending.result()
 
 
 def inspected_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Inspection]:
@@ -114,6 +123,15 @@ def _show_progress(pending: Pending, max_tokens: int, tag: str) -> None:
                 show_text("".join(step.delta for step in steps) or "…", limit=PROGRESS_CHARS)
             else:
                 st.caption(_waiting_line(pending, tag, seconds))
+        time.sleep(POLL_SECONDS)
+    box.empty()
+
+
+def _show_waiting(pending: Pending, tag: str) -> None:
+    """Where this prompt is (in line, or being read by the model), redrawn until ``pending`` is done."""
+    box = st.empty()
+    while not pending.done():
+        box.caption(_waiting_line(pending, tag, time.monotonic() - pending.started))
         time.sleep(POLL_SECONDS)
     box.empty()
 

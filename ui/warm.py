@@ -19,12 +19,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from lifecycle.server.endpoints import ApiServer
 from lifecycle.errors import LifecycleError
-from lifecycle.server.errors import error_envelope
-from lifecycle.server.keys import bearer_token, check_api_key
 from lifecycle.model import shared_model
 from lifecycle.results import JourneyResults, shared_results
+from lifecycle.server.endpoints import ApiServer
+from lifecycle.server.errors import error_envelope
+from lifecycle.server.keys import bearer_token, check_api_key
 from lifecycle.serving import model_status, start_model_loading
 from lifecycle.warm import WARM_PATH, parse_prompts, parse_settings
 from ui.settings import JourneySettings

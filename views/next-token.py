@@ -6,15 +6,15 @@ import streamlit as st
 from charts.embeddings import quoted
 from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
-from ui.cache import finished_answer, inspected_prompt
+from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
 
 TOP_CANDIDATES = 15
 
 
 with stage_page("next-token") as settings:
-    _, inspection = inspected_prompt(settings)
-    dist = inspection.next_token
+    prepared, prefill = prefilled_prompt(settings)
+    dist = prefill.next_token
     top = dist.top(TOP_CANDIDATES)
     best = top[0]
     vocab = dist.probs.size
@@ -24,7 +24,7 @@ with stage_page("next-token") as settings:
     ninety = int(np.searchsorted(cumulative, 0.9)) + 1
     effective = 2 ** dist.entropy_bits
     lesson(
-        f"After reading all {len(inspection.forward.ids)} prompt tokens, the model's last position ends in "
+        f"After reading all {len(prepared.rendered.ids)} prompt tokens, the model's last position ends in "
         f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
         f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
         f"Half of the probability sits in {f'the top {half:,} tokens' if half > 1 else 'that one token'}; the top "
@@ -77,8 +77,8 @@ with stage_page("next-token") as settings:
             "temperature to 0 (and repetition penalty to 1) and it always is."
         )
 
-    if journey.generation.steps:
-        steps = journey.generation.steps
+    if answer is not None and answer.generation.steps:
+        steps = answer.generation.steps
         st.subheader("Every token of the answer, highlighted by its log-probability", anchor=False)
         st.plotly_chart(steps_logprob_figure(steps), key="next_token_logprobs", theme=None)
         unsure = sum(step.base_probability < 0.5 for step in steps)

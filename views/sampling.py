@@ -1,7 +1,7 @@
 """Sampling page: how temperature, top-p, top-k, min-p and repetition penalty reshape the distribution.
 
 The sliders here are a what-if: they start from the sidebar's settings and recompute from the
-logits the inspection pass already has (apply_sampling on inspection.forward.last_logits), never rerunning
+logits the engine's prefill already has (apply_sampling on prefill.next_token.logits), never rerunning
 the model. "Use these settings for the journey" copies them to the sidebar, which every page reads.
 A second section adds the stages only the API applies (logit bias, presence and frequency
 penalties, the grammar mask of response_format) and reports what each one moved or removed.
@@ -34,7 +34,7 @@ from lifecycle.sampling import (
     stage_effects,
 )
 from lifecycle.tools import output_rules
-from ui.cache import inspected_prompt
+from ui.cache import prefilled_prompt
 from ui.frame import lesson, loaded_model, stage_page
 from ui.settings import NUMBERS, JourneySettings
 
@@ -264,5 +264,5 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
 
 
 with stage_page("sampling") as settings:
-    prepared, inspection = inspected_prompt(settings)
-    _what_if(settings, inspection.forward.last_logits, prepared.rendered.ids, inspection.next_token.token_text)
+    prepared, prefill = prefilled_prompt(settings)
+    _what_if(settings, prefill.next_token.logits, prepared.rendered.ids, prefill.next_token.token_text)

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from charts.streaming import event_timeline, inter_token_latency
+from lifecycle.engine import EngineFull
 from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.stream import StreamEvent, assemble, frame_kind, stream_completion, stream_metrics
 from ui.cache import answered_prompt
@@ -170,7 +171,11 @@ with stage_page("streaming") as settings:
     )
     live = st.session_state.get(LIVE)
     if st.button("Stream it live", icon=":material/play_arrow:", type="primary"):
-        st.session_state[LIVE] = _run_live(prepared, settings, loaded)
+        try:
+            st.session_state[LIVE] = _run_live(prepared, settings, loaded)
+        except EngineFull as full:
+            st.warning(f"The model's queue is full ({full.waiting} requests waiting): try again in "
+                       f"{full.retry_after} s.", icon=":material/hourglass_top:")
     elif live is not None and live["settings"] == settings:
         st.caption("Your last live run:")
         _show_live(live, loaded.name)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import httpx
 
 from lifecycle.errors import LifecycleError
-from lifecycle.generate import ALTERNATIVES, GenerationStep
+from lifecycle.generate import ALTERNATIVES, TOP_LOGPROBS, GenerationStep, TokenLogprob
 from lifecycle.sampling import TokenCandidate
 from lifecycle.vocabulary import TokenBytes, token_bytes, token_display
 
@@ -53,7 +53,7 @@ class RemoteEngine:
         "waited_seconds" (0: the remote's queue is not visible) and "cached_tokens" when reported.
         """
         body = {**payload, "model": self.model or payload.get("model"), "stream": True, "logprobs": True,
-                "top_logprobs": ALTERNATIVES, "stream_options": {"include_usage": True}}
+                "top_logprobs": TOP_LOGPROBS, "stream_options": {"include_usage": True}}
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         url = self.base_url.rstrip("/") + "/chat/completions"
         reader = _StepReader(token_bytes(loaded), url)
@@ -139,18 +139,23 @@ class _StepReader:
         for position, entry in enumerate(entries):
             data = _entry_bytes(entry)
             token_id = self._id(data, entry)
-            probability = _probability(entry.get("logprob"))
+            logprob = _logprob(entry.get("logprob"))
+            probability = math.exp(logprob)  # exp(-inf) = 0
+            ranked = [(_entry_bytes(a), _logprob(a.get("logprob"))) for a in entry.get("top_logprobs") or []]
             self.held.append(GenerationStep(
                 index=self.count,
                 token_id=token_id,
                 text=token_display(data),
                 probability=probability,
-                alternatives=self._alternatives(entry),
+                alternatives=[TokenCandidate(self.ids.get(b, -1), token_display(b), math.exp(lp), lp, rank)
+                              for rank, (b, lp) in enumerate(ranked[:ALTERNATIVES], start=1)],
                 seconds=(now - previous) / len(entries),
                 forced=False,
                 delta=delta if position == len(entries) - 1 else "",
                 token_bytes=data,
                 base_probability=probability,
+                logprob=logprob,
+                top_logprobs=[TokenLogprob(self.ids.get(b, -1), b, lp) for b, lp in ranked],
             ))
             self.count += 1
 
@@ -164,15 +169,6 @@ class _StepReader:
             )
         return token_id
 
-    def _alternatives(self, entry: Mapping) -> list[TokenCandidate]:
-        candidates = []
-        for rank, alternative in enumerate(entry.get("top_logprobs") or [], start=1):
-            data = _entry_bytes(alternative)
-            logprob = alternative.get("logprob")
-            candidates.append(TokenCandidate(self.ids.get(data, -1), token_display(data), _probability(logprob),
-                                             float(logprob) if isinstance(logprob, (int, float)) else -math.inf, rank))
-        return candidates
-
 
 def _entry_bytes(entry: Mapping) -> bytes:
     raw = entry.get("bytes")
@@ -181,10 +177,11 @@ def _entry_bytes(entry: Mapping) -> bytes:
     return str(entry.get("token", "")).encode("utf-8")
 
 
-def _probability(logprob: object) -> float:
-    if not isinstance(logprob, (int, float)) or not math.isfinite(logprob) or logprob <= -9999:
-        return 0.0
-    return math.exp(min(float(logprob), 0.0))
+def _logprob(value: object) -> float:
+    """A reported logprob; OpenAI's floor (-9999) and anything unusable mean probability 0."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= -9999:
+        return -math.inf
+    return min(float(value), 0.0)
 
 
 def _sse_data(lines: Iterator[str]) -> Iterator[dict]:

@@ -53,3 +53,18 @@ def test_cached_journey_runs_the_sidebar_settings_once_per_prompt(loaded):
     assert journey.input.prompt == "Say hi." and journey.input.system == "Be brief."
     assert journey.input.sampling.temperature == 0.0 and journey.generation.completion_tokens <= 3
     assert "Say hi." in journey.rendered.text and "Be brief." in journey.rendered.text
+
+
+def test_every_page_of_a_prompt_runs_each_model_stage_once(run_page, loaded):
+    from lifecycle.results import shared_results
+
+    settings = dict(prompt="Which pages run the model for this prompt?", temperature=0, max_tokens=4)
+    computations = shared_results(loaded).cache.computations
+    before = {stage: computations[stage] for stage in ("prefill", "inspect", "answer")}
+    pages = ("", "request", "tokenization", "context-window", "embeddings", "attention", "next-token", "sampling",
+             "generation", "streaming", "detokenization", "gateway")
+    for _ in range(2):  # a second visit to every page, as a class moving back and forth
+        for page in pages:
+            app = run_page(page, **settings)
+            assert not app.exception, page
+    assert {stage: computations[stage] - before[stage] for stage in before} == {"prefill": 1, "inspect": 1, "answer": 1}
