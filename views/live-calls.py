@@ -256,28 +256,10 @@ def _response(journey: dict) -> None:
         st.code(json.dumps(usage, indent=2), language="json")
 
 
-def _pages_run_note() -> None:
-    """A call the pages logged ran the model in-process: no HTTP frames, so its stages live on their pages."""
-    st.info("This is the pages' own run of the sidebar prompt: the model ran in this process, not over HTTP, "
-            "so the log keeps only its request, the gateway's decisions and the response. Its tokens, "
-            "stream and timings are on the stage pages:", icon=":material/info:")
-    for column, url_path in zip(st.columns(3), ("tokenization", "generation", "streaming")):
-        page = stage(url_path)
-        column.page_link(page.script, label=page.title, icon=page.icon)
-
-
 def _journey(record: CallRecord) -> None:
     journey = record.journey if isinstance(record.journey, dict) else {}
     st.subheader(f"The journey of {record.id}", anchor=False)
     _summary(record, journey)
-    if str(journey.get("source", "")).startswith("app pages"):
-        _pages_run_note()
-        st.markdown("#### The request and the gateway's decisions")
-        st.code(json.dumps((journey.get("request") or {}).get("validated", {}), indent=2, ensure_ascii=False),
-                language="json", wrap_lines=True)
-        st.dataframe(gateway_rows(journey.get("gateway") or []), hide_index=True)
-        _response(journey)
-        return
     st.markdown("#### 1 · The request as received")
     st.code(_request_text(journey.get("request") or {}), language=None, wrap_lines=True)
     st.markdown("#### 2 · The gateway's decisions")

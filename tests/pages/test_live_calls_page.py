@@ -214,15 +214,3 @@ def test_a_waiting_call_is_listed_live(run_page, server, loaded):
         assert _metrics(app)["Waiting in the queue"] == "1"
     worker.join(120)
     assert results["answer"].usage.completion_tokens == 1
-
-
-def test_the_pages_own_run_is_not_listed_as_unstreamed_or_untokenized(run_page):
-    """The gateway page logs the pages' run (model run in-process): Live calls must not call it refused or unstreamed."""
-    gateway = run_page("gateway", prompt="Say hi.", temperature=0, max_tokens=3)
-    call_id = next(m.value for m in gateway.markdown if "logged as" in m.value).split("logged as **")[1].split("**")[0]
-    app = run_page("live-calls", call=call_id)
-    assert not app.exception and not app.error
-    shown = " ".join([c.value for c in app.caption] + [m.value for m in app.markdown] + [i.value for i in app.info])
-    assert "never reached the tokenizer" not in shown and "Not streamed" not in shown
-    assert "pages' own run" in shown
-    assert {"generation", "streaming", "tokenization"} <= {link.proto.page for link in app.get("page_link")}
