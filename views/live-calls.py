@@ -37,7 +37,6 @@ from ui.deployment import local_only
 from ui.engine_state import engine_section
 from ui.frame import lesson, show_text, stage_page
 from ui.settings import JourneySettings
-from ui.stages import stage
 from ui.text import literal, ms
 
 RECENT = 200  # calls listed in the table
