@@ -291,3 +291,21 @@ def test_a_generation_reports_its_wait_and_cached_prompt_tokens(loaded):
     assert first.cached_tokens < again.cached_tokens
     assert again.waited_seconds >= 0 and again.prefill_seconds > 0
     assert again.token_ids == first.token_ids
+
+
+def test_a_scheduler_fault_fails_the_batch_and_the_engine_goes_on(loaded, monkeypatch):
+    engine = shared_engine(loaded)
+    ids = chat_ids(loaded, "Hi")
+    plan = engine._plan
+    faults = []
+
+    def broken_once():
+        if not faults:
+            faults.append(1)
+            raise RuntimeError("scheduler bug")
+        return plan()
+
+    monkeypatch.setattr(engine, "_plan", broken_once)
+    first = engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax())))
+    assert first.done.wait(60) and isinstance(first.error, RuntimeError)
+    assert generate(loaded, ids, GREEDY, 2).completion_tokens == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import logging
 import math
 import os
 import threading
@@ -31,6 +32,8 @@ DEFAULT_PREFILL_CHUNK = 256
 DEFAULT_SLOT_TOKENS = 512
 RECENT_STEPS = 200
 RATE_WINDOW_SECONDS = 10.0
+
+_log = logging.getLogger(__name__)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -255,10 +258,16 @@ class Engine:
                 self._jobs.clear()
             for job in jobs:
                 self._run_job(job)
-            self._leave_cancelled()
-            self._admit()
-            if self._running:
-                self._step()
+            try:
+                self._leave_cancelled()
+                self._admit()
+                if self._running:
+                    self._step()
+            except Exception as error:  # noqa: BLE001 - a scheduler bug fails the batch, never hangs it
+                _log.exception("engine step failed")
+                for active in list(self._running):
+                    active.handle.error = active.handle.error or error
+                    self._finish(active)
 
     def _run_job(self, job: _Job) -> None:
         try:
