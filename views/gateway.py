@@ -79,10 +79,8 @@ def _demo_call(journey: Journey, settings) -> None:
         st.caption("Nothing sent yet.")
         return
     if answer.steps:
-        call_id = dict(answer.headers).get("x-request-id", "")
         _show_steps([*answer.steps, {"step": "logging", "outcome": "recorded", "status": None,
-                                     "detail": f"Logged as {call_id} under the key name '{DEMO_KEY_NAME}' "
-                                               "(the key itself is never stored)."}])
+                                     "detail": f"Logged under the key name '{DEMO_KEY_NAME}', never the key."}])
     else:
         st.info(f"HTTP {answer.status} at the first step: without a valid key the gateway stops at auth and keeps "
                 "only a counter (and, per client address, a bucket of its own). Nothing was logged.",

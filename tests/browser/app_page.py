@@ -58,3 +58,14 @@ def present_key(page: Page, key: str) -> None:
     expect(page.get_by_test_id("stMainBlockContainer")).not_to_contain_text("you have not presented a key")
     wait_idle(page)
 
+
+def key_shown(page: Page, key: str) -> bool:
+    """Whether ``key`` is anywhere in the page (text or any attribute) besides the password box the
+    visitor typed it into."""
+    return page.evaluate(
+        """key => document.body.innerText.includes(key) || [...document.querySelectorAll('*')]
+            .filter(e => !(e.tagName === 'INPUT' && e.type === 'password'))
+            .some(e => [...e.attributes].some(a => a.value.includes(key)))""",
+        key,
+    )
+

@@ -12,7 +12,7 @@ import openai
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.app_page import EXCEPTION, full_screenshot, main_text, open_page, present_key
+from tests.browser.app_page import EXCEPTION, full_screenshot, key_shown, main_text, open_page, present_key
 from tests.browser.conftest import API_KEY_NAME
 
 pytestmark = pytest.mark.browser
@@ -56,7 +56,7 @@ def test_sdk_call_to_the_app_appears_in_live_calls_with_its_journey(app_url, api
     expect(main.get_by_role("heading", name=f"The journey of {request_id}")).to_be_visible()
     shown = main_text(page)
     assert "POST /v1/chat/completions" in shown and "authorization: Bearer <redacted>" in shown
-    assert api_key not in page.content()
+    assert not key_shown(page, api_key)
     assert f"Key name: {API_KEY_NAME}" in shown
     frames = len(chunks) + 1  # the SDK consumes [DONE] without yielding it
     assert f"{frames} frames left the server" in shown
@@ -78,5 +78,5 @@ def test_sdk_call_to_the_app_appears_in_live_calls_with_its_journey(app_url, api
     curl = main.get_by_test_id("stCode").filter(has_text="curl -N").inner_text()
     assert f"{app_url}/v1/chat/completions" in curl and "$LIFECYCLE_API_KEY" in curl
     assert f'base_url="{app_url}/v1"' in main.get_by_test_id("stCode").filter(has_text="from openai").inner_text()
-    assert api_key not in page.content()
+    assert not key_shown(page, api_key)
     full_screenshot(page, screenshots / "live-calls-how-to.png")
