@@ -8,7 +8,8 @@ Nothing is downloaded at test time.
 OpenAPI objects allow extra keys unless they say otherwise; to catch a misspelt or invented field
 the validators here add ``unevaluatedProperties: false`` to every object schema, except where a
 schema is one part of an ``allOf`` (there an open copy is used: the whole, not the part, knows
-every property).
+every property). The document still marks some schemas ``nullable: true`` (OpenAPI 3.0's way);
+those become ``anyOf: [schema, {"type": "null"}]``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def _closed(node, top_open: bool = False):
     is_object = "properties" in node or "allOf" in node
     if is_object and not top_open and "additionalProperties" not in node:
         closed["unevaluatedProperties"] = False
+    if closed.pop("nullable", False):  # OpenAPI 3.0's spelling, still used in places in this 3.1 document
+        return {"anyOf": [closed, {"type": "null"}]}
     return closed
 
 
