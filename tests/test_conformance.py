@@ -75,7 +75,7 @@ def test_chat_completion_chunks_conform(base_url, loaded, case):
 
 
 @pytest.mark.parametrize("body,status", [
-    ({"messages": CAPITAL}, 400),
+    ({"model": None, "messages": CAPITAL}, 400),
     ({"model": "gpt-9", "messages": CAPITAL}, 404),
     ({"messages": CAPITAL, "max_token": 3}, 400),
 ])
