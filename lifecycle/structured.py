@@ -65,7 +65,7 @@ def follow_call(loaded, messages: list[dict], rules: OutputRules, settings: Samp
         finish_reason = step.finished or finish_reason
         steps.append(StructuredStep(
             step.index, step.text, step.grammar_allowed or loaded.vocab_size, step.probability,
-            _token_text(loaded, favourite), favourite == step.token_id or _allowed_alone(step, favourite),
+            _token_text(loaded, favourite), favourite == step.token_id or _survived_the_mask(step, favourite),
             deltas, reader.call.arguments if reader and reader.call else "",
         ))
     content, calls = read_output(text) if rules.may_call else (text, [])
@@ -86,7 +86,7 @@ def _token_text(loaded, token_id: int) -> str:
     return token_display(token_bytes(loaded).of(token_id))
 
 
-def _allowed_alone(step, token_id: int) -> bool:
+def _survived_the_mask(step, token_id: int) -> bool:
     """Whether the model's favourite survived the mask (it has a final probability above zero)."""
     return any(alt.id == token_id and alt.probability > 0 for alt in step.alternatives)
 
