@@ -324,6 +324,8 @@ def main() -> int:
     for failure in failures:
         step(f"FAILED: {failure}")
     step("OK: every check passed" if not failures else f"{len(failures)} check(s) failed")
+    for bulky in (venv, work / "uv-cache", work / "hf"):  # ~1.5 GB; the report and screenshots stay
+        shutil.rmtree(bulky, ignore_errors=True)
     step(f"report: {work / 'report.json'}; screenshots: {work / 'screenshots'}")
     return 1 if failures else 0
 
