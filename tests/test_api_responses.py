@@ -131,9 +131,9 @@ def test_async_create_and_stream(base_url, loaded):
     async def main():
         async with AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=120) as client:
             created = await client.responses.create(model=loaded.name, input=QUESTION, temperature=0,
-                                                    max_output_tokens=6)
+                                                    max_output_tokens=16)
             async with client.responses.stream(model=loaded.name, input=QUESTION, temperature=0,
-                                               max_output_tokens=6) as stream:
+                                               max_output_tokens=16) as stream:
                 async for _ in stream:
                     pass
                 final = await stream.get_final_response()
@@ -158,7 +158,7 @@ def test_parse_with_a_pydantic_model_through_text_format(sdk, loaded):
 
 
 def test_json_object_format_answers_json(sdk, loaded):
-    response = sdk.responses.create(model=loaded.name, input="Describe Paris as a JSON object.",
-                                    text={"format": {"type": "json_object"}}, temperature=0, max_output_tokens=60)
+    response = sdk.responses.create(model=loaded.name, input='Reply with the JSON object {"city": "Paris"}.',
+                                    text={"format": {"type": "json_object"}}, temperature=0, max_output_tokens=120)
     assert response.status == "completed"
     assert isinstance(json.loads(response.output_text), dict)
