@@ -14,6 +14,13 @@ from charts.theme import OKABE_ITO, TEMPLATE, axis_title
 AGREED, OVERRULED = OKABE_ITO[2], OKABE_ITO[5]
 
 
+def _count_label(allowed: int) -> str:
+    """Bar labels short enough not to collide: none on forced steps (1), thousands as "48.8k"."""
+    if allowed <= 1:
+        return ""
+    return f"{allowed / 1000:.1f}k" if allowed >= 10_000 else f"{allowed:,}"
+
+
 def mask_figure(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequence[bool], vocabulary: int) -> go.Figure:
     """One bar per generated token: how many tokens the mask allowed there (log axis, the whole
     vocabulary as a dashed line); bars where the model's own favourite was masked out are marked."""
@@ -21,7 +28,7 @@ def mask_figure(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequen
     colours = [OVERRULED if o else AGREED for o in overruled]
     figure = go.Figure(
         go.Bar(
-            x=labels, y=list(allowed), marker_color=colours, text=[f"{a:,}" if a > 1 else "" for a in allowed],
+            x=labels, y=list(allowed), marker_color=colours, text=[_count_label(a) for a in allowed],
             textposition="outside", textfont=dict(size=12), constraintext="none",
             cliponaxis=False, customdata=["mask overruled the model" if o else "model's favourite allowed" for o in overruled],
             hovertemplate="step %{x}: %{y:,} tokens allowed<br>%{customdata}<extra></extra>",

@@ -30,7 +30,7 @@ def test_mask_chart_has_one_bar_per_step_and_marks_overruled_steps():
     bar = figure.data[0]
     assert list(bar.y) == [1, 29, 48782] and bar.x[2] == "3. &lt;b&gt;"
     assert bar.marker.color[1] != bar.marker.color[0] == bar.marker.color[2]
-    assert list(bar.text) == ["", "29", "48,782"]  # forced steps (1 allowed) stay unlabelled
+    assert list(bar.text) == ["", "29", "48.8k"]  # forced steps (1 allowed) stay unlabelled
     assert figure.layout.shapes[0].y0 == 49152
 
 
