@@ -2,7 +2,9 @@
 
 Targets (issue #2): start from the converted cache <= 3 s to the first forward pass; a sampling
 transform <= 5 ms on the 49,152-token vocabulary; the step loop >= 0.8x ``model.generate``
-tokens/s. Cold starts run in fresh subprocesses; everything else in this process.
+tokens/s. The "room" section (bench/room.py) measures the engine for a class at once.
+Cold starts run in fresh subprocesses; everything else in this process.
+``python -m bench room`` runs one section.
 """
 
 from __future__ import annotations
@@ -12,18 +14,21 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
+
+from bench import room
+from bench.report import check, heading, median_seconds, row
 
 COLD_START = """
 import time
 started = time.perf_counter()
 import torch
 import transformers
+from lifecycle.engine import shared_engine
 from lifecycle.model import load_model
 imported = time.perf_counter()
 loaded = load_model()
 with torch.inference_mode():
-    loaded.model(torch.tensor([[1, 2, 3]]))
+    shared_engine(loaded).run(lambda model: model(torch.tensor([[1, 2, 3]])))
 print(imported - started, time.perf_counter() - imported, loaded.from_cache)
 """
 
@@ -36,33 +41,31 @@ def cold_start(cache_dir: str) -> tuple[float, float, bool]:
     return float(imports), float(ready), from_cache == "True"
 
 
-def median_seconds(work, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - started)
-    return sorted(times)[len(times) // 2]
-
-
-def row(name: str, value: str, target: str = "", verdict: str = "") -> None:
-    print(f"{name:<50} {value:>10}  {target:<18} {verdict}")
-
-
-def check(ok: bool) -> str:
-    return "ok" if ok else "MISSED"
-
-
 def main() -> None:
+    """``python -m bench`` runs every section; ``python -m bench room`` only the room."""
+    from lifecycle.model import shared_model
+
+    sections = sys.argv[1:] or ["lifecycle", "room"]
+    if "lifecycle" in sections:
+        lifecycle_section()
+    if "room" in sections:
+        room.main(shared_model())
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row("peak RSS of this process (MiB)", f"{peak_mib:.0f}", "(app budget 2,700)")
+
+
+def lifecycle_section() -> None:
     import numpy as np
     import torch
 
     from lifecycle.context import Conversation, render_prompt
+    from lifecycle.engine import shared_engine
     from lifecycle.forward import run_forward
     from lifecycle.generate import generate
     from lifecycle.model import shared_model
     from lifecycle.sampling import SamplingSettings, apply_sampling
 
+    heading("lifecycle: start, forward pass, sampling, step loop")
     print(f"torch threads: {torch.get_num_threads()}, cores: {os.cpu_count()}")
     row("benchmark", "measured", "target", "")
     with tempfile.TemporaryDirectory() as empty:
@@ -91,19 +94,20 @@ def main() -> None:
     new_tokens = 48
     greedy = SamplingSettings(temperature=0.0)
     loop_s = median_seconds(lambda: generate(loaded, prompt, greedy, new_tokens), 3)
-    with loaded.lock, torch.inference_mode():
-        ids = torch.tensor([prompt])
-        hf_s = median_seconds(lambda: loaded.model.generate(
-            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens, pad_token_id=loaded.eos_token_id), 3)
+    ids = torch.tensor([prompt])
+
+    def hf_generate(model):
+        with torch.inference_mode():
+            return median_seconds(lambda: model.generate(
+                ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens, pad_token_id=loaded.eos_token_id), 3)
+
+    hf_s = shared_engine(loaded).run(hf_generate)
     steps = len(generate(loaded, prompt, greedy, new_tokens).steps)
     loop_tps, hf_tps = steps / loop_s, new_tokens / hf_s
     row("step loop (tokens/s, incl. prefill)", f"{loop_tps:.1f}")
     row("model.generate (tokens/s, incl. prefill)", f"{hf_tps:.1f}")
     row("  step loop / model.generate", f"{loop_tps / hf_tps:.2f}x", ">= 0.8x", check(loop_tps / hf_tps >= 0.8))
-
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    row("peak RSS of this process (MiB)", f"{peak_mib:.0f}", "(app budget 2,700)")
 
 
 if __name__ == "__main__":

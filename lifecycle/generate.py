@@ -67,7 +67,9 @@ class GenerationStep:
 
 @dataclass
 class Generation:
-    """A finished generation: every step, the content text, and prefill and decode time kept apart."""
+    """A finished generation: every step, the content text, and prefill and decode time kept apart.
+    ``waited_seconds`` is the time it waited for the engine; ``cached_tokens`` the prompt tokens the
+    prefix cache served (OpenAI's ``usage.prompt_tokens_details.cached_tokens``)."""
 
     prompt_ids: list[int]
     steps: list[GenerationStep]
@@ -75,6 +77,8 @@ class Generation:
     text: str
     prefill_seconds: float
     decode_seconds: float
+    waited_seconds: float = 0.0
+    cached_tokens: int = 0
 
     @property
     def token_ids(self) -> list[int]:
@@ -85,7 +89,8 @@ class Generation:
         return len(self.steps)
 
     @classmethod
-    def collect(cls, prompt_ids: Sequence[int], steps: list[GenerationStep], prefill_seconds: float) -> Generation:
+    def collect(cls, prompt_ids: Sequence[int], steps: list[GenerationStep], prefill_seconds: float,
+                waited_seconds: float = 0.0, cached_tokens: int = 0) -> Generation:
         """The finished generation of ``steps`` (as ``generate_steps`` yielded them)."""
         return cls(
             prompt_ids=[int(i) for i in prompt_ids],
@@ -94,6 +99,8 @@ class Generation:
             text="".join(step.delta for step in steps),
             prefill_seconds=prefill_seconds,
             decode_seconds=sum(step.seconds for step in steps),
+            waited_seconds=waited_seconds,
+            cached_tokens=cached_tokens,
         )
 
 
@@ -339,4 +346,5 @@ def generate(
     """Run the whole loop and collect it; ``text`` is exactly what a stream of the same run delivers."""
     timings: dict = {}
     steps = list(generate_steps(loaded, prompt_ids, settings, max_tokens, stop, forced, cancelled, timings))
-    return Generation.collect(prompt_ids, steps, timings.get("prefill_seconds", 0.0))
+    return Generation.collect(prompt_ids, steps, timings.get("prefill_seconds", 0.0),
+                              timings.get("waited_seconds", 0.0), timings.get("cached_tokens", 0))

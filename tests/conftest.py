@@ -27,5 +27,10 @@ def logits(loaded) -> np.ndarray:
 
     with loaded.tokenizer_lock:
         ids = loaded.tokenizer("Once upon a time, there was a", add_special_tokens=False)["input_ids"]
-    with loaded.lock, torch.inference_mode():
-        return loaded.model(torch.tensor([ids])).logits[0, -1].float().numpy()
+    from lifecycle.engine import shared_engine
+
+    def job(model):
+        with torch.inference_mode():
+            return model(torch.tensor([ids])).logits[0, -1].float().numpy()
+
+    return shared_engine(loaded).run(job)

@@ -31,10 +31,12 @@ def chat_ids(loaded, question: str) -> list[int]:
 
 def hf_greedy(loaded, ids: list[int], max_tokens: int) -> list[int]:
     """The reference: plain ``model.generate``, stopping at the same end-of-sequence tokens."""
-    with loaded.lock, torch.inference_mode():
-        out = loaded.model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False,
-                                    eos_token_id=sorted(end_of_sequence_ids(loaded)))
-    return out[0, len(ids):].tolist()
+    def job(model):
+        with torch.inference_mode():
+            return model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False,
+                                  eos_token_id=sorted(end_of_sequence_ids(loaded)))
+
+    return shared_engine(loaded).run(job)[0, len(ids):].tolist()
 
 
 class Paused:
@@ -110,10 +112,36 @@ def test_chunked_prefill_equals_one_pass_logits(loaded):
         chunk = ids[start:start + 7]
         logits = stack.forward([Segment(chunk, start, cache, start + len(chunk) == len(ids))])
     assert torch.allclose(logits[0], one_pass, atol=1e-4)
-    with loaded.lock, torch.inference_mode():
-        reference = loaded.model(torch.tensor([ids])).logits[0, -1]
+    with torch.inference_mode():
+        reference = shared_engine(loaded).run(lambda model: model(torch.tensor([ids])).logits[0, -1])
     assert torch.allclose(one_pass, reference, atol=1e-3)
     assert int(one_pass.argmax()) == int(reference.argmax())
+
+
+def test_batched_decode_attention_in_the_pool_equals_attention_alone(loaded):
+    engine = shared_engine(loaded)
+    stack, pool = engine.stack, engine.pool
+    prompts = [chat_ids(loaded, q) for q in QUESTIONS]
+
+    def prefilled(cache_of):
+        caches = [cache_of(len(ids) + 1) for ids in prompts]
+        for ids, cache in zip(prompts, caches):
+            stack.forward([Segment(ids, 0, cache, False)])
+        return caches
+
+    with Paused(engine):  # the pool is the engine's: nothing else may use it meanwhile
+        pooled = prefilled(pool.acquire)
+        alone = prefilled(stack.new_cache)
+        try:
+            assert all(cache.slot is not None for cache in pooled)
+            step = [Segment([ids[-1]], len(ids), cache, True) for ids, cache in zip(prompts, pooled)]
+            batched = stack.forward(step, pool)
+            singles = torch.cat([stack.forward([Segment([ids[-1]], len(ids), cache, True)])
+                                 for ids, cache in zip(prompts, alone)])
+        finally:
+            for cache in pooled:
+                pool.release(cache)
+    assert torch.allclose(batched, singles, atol=1e-4)
 
 
 def test_a_resent_conversation_prefix_comes_from_the_cache(loaded):
@@ -253,3 +281,31 @@ def test_run_returns_results_and_reraises_errors(loaded):
 
     with pytest.raises(ValueError, match="inspection failed"):
         engine.run(broken)
+
+
+def test_a_generation_reports_its_wait_and_cached_prompt_tokens(loaded):
+    ids = chat_ids(loaded, "What is the tallest mountain on Earth?")
+    first = generate(loaded, ids, GREEDY, 4)
+    again = generate(loaded, ids, GREEDY, 4)
+    assert again.cached_tokens == len(ids) - 1  # the last prompt token always runs, for its logits
+    assert first.cached_tokens < again.cached_tokens
+    assert again.waited_seconds >= 0 and again.prefill_seconds > 0
+    assert again.token_ids == first.token_ids
+
+
+def test_a_scheduler_fault_fails_the_batch_and_the_engine_goes_on(loaded, monkeypatch):
+    engine = shared_engine(loaded)
+    ids = chat_ids(loaded, "Hi")
+    plan = engine._plan
+    faults = []
+
+    def broken_once():
+        if not faults:
+            faults.append(1)
+            raise RuntimeError("scheduler bug")
+        return plan()
+
+    monkeypatch.setattr(engine, "_plan", broken_once)
+    first = engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax())))
+    assert first.done.wait(60) and isinstance(first.error, RuntimeError)
+    assert generate(loaded, ids, GREEDY, 2).completion_tokens == 2

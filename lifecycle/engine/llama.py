@@ -32,26 +32,49 @@ class Segment:
 
 
 class KVCache:
-    """One request's keys and values, preallocated: (layers, kv_heads, capacity, head_dim) each."""
+    """One request's keys and values, preallocated: (layers, kv_heads, capacity, head_dim) each.
+    A cache in a slot of a ``KVPool`` is a view of the pool (``slot`` says which)."""
 
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int):
-        self.keys = torch.empty(layers, kv_heads, capacity, head_dim)
-        self.values = torch.empty(layers, kv_heads, capacity, head_dim)
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, slot: int | None = None):
+        self.keys, self.values, self.slot = keys, values, slot
         self.length = 0  # positions filled
 
     @property
     def capacity(self) -> int:
         return self.keys.shape[2]
 
-    @property
-    def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes
-
     def load_prefix(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
         """Copy the first ``length`` positions of a cached prefix into this cache."""
         self.keys[:, :, :length] = keys[:, :, :length]
         self.values[:, :, :length] = values[:, :, :length]
         self.length = length
+
+
+class KVPool:
+    """Slots of KV cache side by side, (layers, slots, kv_heads, slot_tokens, head_dim), so the
+    decode attention of every request in a slot runs as one batched SDPA call per layer.
+
+    The pool is allocated once and never zeroed: the operating system backs only the pages
+    requests have written, so its resident size follows what is in use, not its capacity.
+    """
+
+    def __init__(self, layers: int, slots: int, kv_heads: int, slot_tokens: int, head_dim: int):
+        self.keys = torch.empty(layers, slots, kv_heads, slot_tokens, head_dim)
+        self.values = torch.empty(layers, slots, kv_heads, slot_tokens, head_dim)
+        self.slot_tokens = slot_tokens
+        self._free = list(range(slots - 1, -1, -1))
+
+    def acquire(self, capacity: int) -> KVCache | None:
+        """A slot's cache for a request needing ``capacity`` positions, or None if none fits."""
+        if capacity > self.slot_tokens or not self._free:
+            return None
+        slot = self._free.pop()
+        return KVCache(self.keys[:, slot], self.values[:, slot], slot)
+
+    def release(self, cache: KVCache) -> None:
+        if cache.slot is not None and cache.slot not in self._free:
+            self._free.append(cache.slot)
+            self._free.sort(reverse=True)  # lowest slots first keeps the batched span short
 
 
 class LlamaStack:
@@ -77,21 +100,31 @@ class LlamaStack:
         self.blocks = [_fuse_block(layer) for layer in inner.layers]
 
     def new_cache(self, capacity: int) -> KVCache:
-        return KVCache(self.layers, self.kv_heads, self.head_dim, capacity)
+        """A cache of its own (outside any pool) for ``capacity`` positions."""
+        shape = (self.layers, self.kv_heads, capacity, self.head_dim)
+        return KVCache(torch.empty(shape), torch.empty(shape))
+
+    def new_pool(self, slots: int, slot_tokens: int) -> KVPool:
+        return KVPool(self.layers, slots, self.kv_heads, min(slot_tokens, self.max_positions), self.head_dim)
 
     @torch.inference_mode()
-    def forward(self, segments: list[Segment]) -> torch.Tensor:
-        """Run one step; return logits (one row per segment that wants them, in order)."""
+    def forward(self, segments: list[Segment], pool: KVPool | None = None) -> torch.Tensor:
+        """Run one step; return logits (one row per segment that wants them, in order).
+
+        The leading one-token segments whose caches are slots of ``pool`` (decoding requests) share
+        one attention call per layer; every other segment attends on its own."""
         ids, positions, bounds = [], [], []
         for seg in segments:
             n = len(seg.ids)
             bounds.append((len(ids), len(ids) + n))
             ids.extend(seg.ids)
             positions.extend(range(seg.start, seg.start + n))
+        pooled = _pooled_decode(segments, pool)
+        rest = list(zip(segments, bounds))[len(pooled.slots) if pooled else 0:]
         pos = torch.tensor(positions)
         x = self.embed[torch.tensor(ids)]
         cos, sin = self.cos[pos].unsqueeze(1), self.sin[pos].unsqueeze(1)
-        masks = [_prefix_causal_mask(seg.start, len(seg.ids)) for seg in segments]
+        masks = [_prefix_causal_mask(seg.start, len(seg.ids)) for seg, _ in rest]
         h, kv, hd = self.heads, self.kv_heads, self.head_dim
         half, qk_width, total = hd // 2, (h + kv) * hd, len(ids)
         attn = torch.empty(total, h * hd)
@@ -103,7 +136,9 @@ class LlamaStack:
             qk = qk * cos + rotated * sin
             q, k = qk[:, :h], qk[:, h:]
             v = qkv[:, qk_width:].view(total, kv, hd)
-            for seg, (a, b), mask in zip(segments, bounds, masks):
+            if pooled:
+                pooled.attend(pool, index, q, k, v, attn, self.scale)
+            for (seg, (a, b)), mask in zip(rest, masks):
                 end = seg.start + b - a
                 keys, values = seg.cache.keys[index], seg.cache.values[index]
                 keys[:, seg.start:end] = k[a:b].transpose(0, 1)
@@ -130,6 +165,57 @@ class LlamaStack:
             return torch.empty(0, self.lm_head.shape[0])
         y = F.rms_norm(x[last], (self.hidden,), self.norm, self.eps)
         return F.linear(y, self.lm_head, self.lm_bias)
+
+
+@dataclass(frozen=True)
+class _PooledDecode:
+    """The first ``len(slots)`` rows of the step: one new token each, in pool slots ``slots``."""
+
+    slots: torch.Tensor  # (B,) slot of each row
+    rows: torch.Tensor  # (B,) slot - low, the row of each request inside the span
+    positions: torch.Tensor  # (B,) position of each new token
+    low: int
+    high: int
+    length: int  # keys attended: the longest request's length after this token
+    mask: torch.Tensor  # (high - low, 1, 1, length): key j visible to the slot's query
+
+    def attend(self, pool: KVPool, layer: int, q, k, v, attn, scale: float) -> None:
+        batch = len(self.slots)
+        keys, values = pool.keys[layer], pool.values[layer]
+        keys[self.slots, :, self.positions] = k[:batch]
+        values[self.slots, :, self.positions] = v[:batch]
+        query = q.new_zeros(self.high - self.low, q.shape[1], 1, q.shape[2])
+        query[self.rows, :, 0] = q[:batch]
+        out = F.scaled_dot_product_attention(
+            query,
+            keys[self.low:self.high, :, :self.length],
+            values[self.low:self.high, :, :self.length],
+            attn_mask=self.mask,
+            scale=scale,
+            enable_gqa=True,
+        )
+        attn[:batch] = out[self.rows, :, 0].reshape(batch, -1)
+
+
+def _pooled_decode(segments: list[Segment], pool: KVPool | None) -> _PooledDecode | None:
+    lead = []
+    for seg in segments:
+        if pool is None or len(seg.ids) != 1 or seg.cache.slot is None:
+            break
+        lead.append(seg)
+    if len(lead) < 2:  # one request alone attends faster without the batched bookkeeping
+        return None
+    slots = [seg.cache.slot for seg in lead]
+    low, high = min(slots), max(slots) + 1
+    lengths = torch.zeros(high - low, dtype=torch.long)
+    for seg in lead:
+        lengths[seg.cache.slot - low] = seg.start + 1
+    length = int(lengths.max())
+    # Slots in the span that are not in this step see one key, so their (ignored) rows stay finite.
+    visible = torch.arange(length) < lengths.clamp(min=1).unsqueeze(1)
+    slot_ids = torch.tensor(slots)
+    return _PooledDecode(slot_ids, slot_ids - low, torch.tensor([seg.start for seg in lead]), low, high, length,
+                         visible[:, None, None, :])
 
 
 @dataclass(frozen=True)

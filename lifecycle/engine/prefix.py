@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-DEFAULT_BUDGET_MB = 256
+DEFAULT_BUDGET_MB = 192
 BUDGET_ENV = "LIFECYCLE_PREFIX_CACHE_MB"
 
 

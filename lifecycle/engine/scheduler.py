@@ -10,7 +10,9 @@ the token to feed next. Exclusive jobs (``run``) get the Hugging Face model betw
 
 from __future__ import annotations
 
+import atexit
 import itertools
+import logging
 import math
 import os
 import threading
@@ -27,8 +29,11 @@ from lifecycle.engine.prefix import PrefixCache, PrefixStats, budget_bytes
 DEFAULT_QUEUE_CAPACITY = 32
 DEFAULT_MAX_BATCH = 32
 DEFAULT_PREFILL_CHUNK = 256
+DEFAULT_SLOT_TOKENS = 512
 RECENT_STEPS = 200
 RATE_WINDOW_SECONDS = 10.0
+
+_log = logging.getLogger(__name__)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -171,12 +176,15 @@ class Engine:
         self.prefix_cache = PrefixCache(budget_bytes() if prefix_cache_bytes is None else prefix_cache_bytes)
         with loaded.lock:
             self.stack = LlamaStack(loaded.model)
+        # Requests up to this many positions (prompt + max_tokens) decode in one batched pool.
+        self.pool = self.stack.new_pool(self.max_batch, _env_int("LIFECYCLE_SLOT_TOKENS", DEFAULT_SLOT_TOKENS))
         self._cond = threading.Condition()
         self._waiting: deque[EngineHandle] = deque()
         self._running: list[_Active] = []
         self._jobs: deque[_Job] = deque()
         self._steps: deque[StepRecord] = deque(maxlen=RECENT_STEPS)
         self._ids = itertools.count(1)
+        self._closed = False
         self._mean_request_seconds = 5.0
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self._thread.start()
@@ -231,19 +239,35 @@ class Engine:
 
     # --- the scheduler thread ------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Stop the scheduler thread after its current step (at interpreter exit)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=30)
+
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not (self._jobs or self._waiting or self._running):
+                while not (self._jobs or self._waiting or self._running or self._closed):
                     self._cond.wait()
+                if self._closed:
+                    return
                 jobs = list(self._jobs)
                 self._jobs.clear()
             for job in jobs:
                 self._run_job(job)
-            self._leave_cancelled()
-            self._admit()
-            if self._running:
-                self._step()
+            try:
+                self._leave_cancelled()
+                self._admit()
+                if self._running:
+                    self._step()
+            except Exception as error:  # noqa: BLE001 - a scheduler bug fails the batch, never hangs it
+                _log.exception("engine step failed")
+                for active in list(self._running):
+                    active.handle.error = active.handle.error or error
+                    self._finish(active)
 
     def _run_job(self, job: _Job) -> None:
         try:
@@ -286,7 +310,7 @@ class Engine:
         prompt = [int(i) for i in handle.request.prompt_ids]
         handle.request.prompt_ids = prompt
         capacity = min(len(prompt) + handle.request.max_tokens, self.stack.max_positions)
-        cache = self.stack.new_cache(capacity)
+        cache = self.pool.acquire(capacity) or self.stack.new_cache(capacity)
         length, entry = self.prefix_cache.match(prompt, len(prompt) - 1)
         if entry is not None:
             cache.load_prefix(entry.keys, entry.values, length)
@@ -296,7 +320,8 @@ class Engine:
 
     def _plan(self) -> list[tuple[_Active, Segment]]:
         """This step's work: one token per decoding request, then prompt chunks, shortest first."""
-        plan = [(a, Segment([a.next_token], len(a.fed), a.cache, True)) for a in self._running if not a.prefilling]
+        decoding = sorted((a for a in self._running if not a.prefilling), key=lambda a: a.cache.slot is None)
+        plan = [(a, Segment([a.next_token], len(a.fed), a.cache, True)) for a in decoding]
         budget = self.prefill_chunk
         for active in sorted((a for a in self._running if a.prefilling), key=lambda a: len(a.prompt) - a.position):
             if budget <= 0:
@@ -315,7 +340,7 @@ class Engine:
                 for active, _ in plan:
                     if active.handle.started_at is None:
                         self._start(active.handle, started)
-                logits = self.stack.forward([segment for _, segment in plan]).numpy()
+                logits = self.stack.forward([segment for _, segment in plan], self.pool).numpy()
         except Exception as error:  # noqa: BLE001 - the step failed as a whole; so do its requests
             for active, _ in plan:
                 active.handle.error = error
@@ -376,6 +401,7 @@ class Engine:
             self._running.remove(active)
         if active.handle.error is None and not cancelled and len(active.fed) > len(active.prompt):
             self.prefix_cache.store(active.fed, active.cache.keys, active.cache.values)
+        self.pool.release(active.cache)
         seconds = time.perf_counter() - (active.handle.started_at or active.handle.submitted_at)
         self._mean_request_seconds = 0.8 * self._mean_request_seconds + 0.2 * seconds
         self._finish_handle(active.handle, cancelled)
@@ -413,4 +439,5 @@ def shared_engine(loaded) -> Engine:
         if entry is None or entry[0] is not loaded:
             entry = (loaded, Engine(loaded))
             _engines[id(loaded)] = entry
+            atexit.register(entry[1].close)
         return entry[1]
