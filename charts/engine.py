@@ -35,7 +35,7 @@ def batch_timeline(steps: Sequence[StepRecord], now: float, seconds: float = TIM
     )
     figure.update_layout(
         template=TEMPLATE,
-        title=f"Batch size of each model step, last {seconds:.0f} s",
+        title="Batch size per model step",
         xaxis=dict(title=axis_title("time", "s, 0 = now"), range=[-seconds, 0]),
         yaxis=dict(title=axis_title("requests in the step"), rangemode="tozero", dtick=None),
         bargap=0.1,

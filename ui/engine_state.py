@@ -47,9 +47,9 @@ def _panel(mine: str | None) -> None:
     mean_batch = sum(s.batch_size for s in recent) / len(recent) if recent else 0.0
     columns = st.columns(4)
     columns[0].metric("In the batch now", len(state.running), help=f"At most {state.max_batch} at once.")
-    columns[1].metric("Waiting for a place", len(state.waiting), help=f"At most {state.queue_capacity} wait; "
+    columns[1].metric("Waiting", len(state.waiting), help=f"At most {state.queue_capacity} wait; "
                       "then the API answers 503 and pages wait outside, showing their place.")
-    columns[2].metric("Tokens/s, whole server", f"{state.tokens_per_second:,.1f}",
+    columns[2].metric("Server tokens/s", f"{state.tokens_per_second:,.1f}",
                       help=f"Every request's generated tokens over the last {RATE_WINDOW_SECONDS:.0f} s.")
     columns[3].metric("Mean batch size", f"{mean_batch:.1f}", help=f"Over the {len(recent)} steps of the last "
                       f"{RATE_WINDOW_SECONDS:.0f} s.")

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bench.sessions import class_prompts, missing_title, percentile, room, visit
+from bench.sessions import class_prompts, missing_title, room, visit
 
 pytestmark = pytest.mark.browser
 
@@ -29,8 +29,3 @@ def test_concurrent_sessions_with_distinct_prompts_all_finish(app_url):
     visits = asyncio.run(room(app_url, "generation", prompts, {"max_tokens": 3}))
     assert [v.prompt for v in visits] == prompts and len(set(prompts)) == 3
     assert all(v.finished and not v.exceptions and not v.errors and not missing_title(v) for v in visits)
-
-
-def test_p95_is_the_nearest_rank():
-    assert percentile(list(range(1, 31)), 0.95) == 29
-    assert percentile([4.0], 0.95) == 4.0

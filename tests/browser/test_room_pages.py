@@ -1,0 +1,80 @@
+"""In a real browser: the Generation page shows its tokens as they arrive, and Live calls shows the engine's batch."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, open_page, wait_idle
+
+pytestmark = pytest.mark.browser
+
+HEALTH_SECONDS = 120
+
+
+def _ready_model(app_url: str) -> str:
+    """The served model's name, once /health says it is loaded (a fresh server answers 503 while loading)."""
+    deadline = time.monotonic() + HEALTH_SECONDS
+    while True:
+        health = httpx.get(f"{app_url}/health", timeout=10)
+        if health.status_code == 200 or time.monotonic() > deadline:
+            return health.json()["model"]
+        time.sleep(0.5)
+
+
+PROGRESS = re.compile(r"Generating on the model: (\d+) of at most (\d+) tokens so far")
+
+
+def test_generation_shows_tokens_as_they_arrive_then_the_finished_page(app_url, page, screenshots):
+    params = {"prompt": "Write a short poem about the sea, four lines.", "max_tokens": 120, "temperature": 0}
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.goto(f"{app_url}/generation?" + "&".join(f"{k}={v}" for k, v in params.items()))
+    progress = page.get_by_text(PROGRESS)
+    expect(progress).to_be_visible(timeout=120_000)
+    counts = []
+    for _ in range(40):
+        if not progress.count():
+            break
+        match = PROGRESS.search(progress.first.inner_text())
+        if match:
+            counts.append(int(match.group(1)))
+            if len(counts) == 2:
+                page.screenshot(path=screenshots / "room-generation-progress-1024.png")
+        page.wait_for_timeout(500)
+    assert len(set(counts)) >= 2 and counts == sorted(counts), counts  # the count grew while we watched
+    wait_idle(page)
+    expect(page.get_by_text(PROGRESS)).to_have_count(0)  # the progress box gives way to the page
+    assert page.locator(EXCEPTION).count() == 0
+    expect(page.get_by_text("Step by step", exact=True)).to_be_visible()
+
+
+@pytest.mark.parametrize("width,height", [(1366, 768), (1024, 768), (390, 844)])
+def test_live_calls_shows_the_batch_while_sessions_generate(app_url, api_key, page, screenshots, width, height):
+    model = _ready_model(app_url)
+
+    def call(n: int) -> None:
+        reply = httpx.post(f"{app_url}/v1/chat/completions", timeout=300, headers={"authorization": f"Bearer {api_key}"},
+                   json={"model": model, "max_tokens": 60, "temperature": 0,
+                         "messages": [{"role": "user", "content": f"Count to {20 + n} in words ({width})."}]})
+        assert reply.status_code == 200, reply.text[:300]
+
+    callers = [threading.Thread(target=call, args=(n,)) for n in range(4)]
+    for caller in callers:
+        caller.start()
+    page.set_viewport_size({"width": width, "height": height})
+    open_page(page, app_url, "live-calls")
+    section = page.get_by_text("The engine: every model call, batched")
+    expect(section).to_be_visible()
+    batch = page.get_by_test_id("stMetric").filter(has_text="In the batch now")
+    expect(batch).to_contain_text(re.compile(r"In the batch now\s*[1-9]"), timeout=60_000)
+    page.locator(".st-key-engine_timeline").scroll_into_view_if_needed()
+    page.wait_for_function(CHARTS_DRAWN)
+    page.screenshot(path=screenshots / f"room-live-calls-engine-{width}.png")
+    for caller in callers:
+        caller.join(300)
+    assert page.locator(EXCEPTION).count() == 0
