@@ -159,7 +159,7 @@ def _events(choice_steps, head: dict, prompt_tokens: int, include_usage: bool, s
     counted = [0] * len(choice_steps)
     sources = [_choice_deltas(steps, index, logprobs, counted, tool_calls) for index, steps in enumerate(choice_steps)]
     try:
-        for choice in sources[0] if len(sources) == 1 else _interleaved(sources):
+        for _, choice in interleave(sources):
             yield _event(chunk([choice]), started)
     except Exception as error:  # noqa: BLE001 - headers are sent: the only way left to report is an error event
         yield from error_events(f"Generation failed: {type(error).__name__}: {error}".splitlines()[0], started, error=error)
@@ -172,18 +172,18 @@ def _events(choice_steps, head: dict, prompt_tokens: int, include_usage: bool, s
     yield _event(None, started)
 
 
-def _interleaved(sources: Sequence[Iterator[dict]]) -> Iterator[dict]:
-    """Items of several iterators taken in turn, one from each while any is left. Each choice's
-    generation is its own engine request, so while one waits for its next token the others'
-    are produced in the same decode steps."""
-    active = list(sources)
+def interleave(sources: Sequence[Iterator]) -> Iterator[tuple[int, object]]:
+    """(index, item) of several iterators taken in turn, one item from each while any is left.
+    Each choice's generation is its own engine request, so while one waits for its next token
+    the others' are produced in the same decode steps."""
+    active = list(enumerate(sources))
     while active:
-        for source in list(active):
-            item = next(source, None)
+        for entry in list(active):
+            item = next(entry[1], None)
             if item is None:
-                active.remove(source)
+                active.remove(entry)
             else:
-                yield item
+                yield entry[0], item
 
 
 @dataclass(frozen=True)

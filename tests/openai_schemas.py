@@ -6,8 +6,10 @@ OpenAI's documented spec by Stainless) as shipped in the PyPI package ``ai-vendo
 Nothing is downloaded at test time.
 
 OpenAPI objects allow extra keys unless they say otherwise; to catch a misspelt or invented field
-the validators here add ``unevaluatedProperties: false`` to every object schema that is not only
-a part of an ``allOf`` (where the whole, not the part, knows every property).
+the validators here add ``unevaluatedProperties: false`` to every object schema, except where a
+schema is one part of an ``allOf`` (there an open copy is used: the whole, not the part, knows
+every property). The document still marks some schemas ``nullable: true`` (OpenAPI 3.0's way);
+those become ``anyOf: [schema, {"type": "null"}]``.
 """
 
 from __future__ import annotations
@@ -50,22 +52,27 @@ def _parts_of_all_of(schemas: dict) -> set[str]:
     return names
 
 
-def _closed(node, open_names: set[str], name: str | None = None, in_all_of: bool = False):
+def _closed(node, top_open: bool = False):
+    """``node`` with every object schema closed, except its own top when ``top_open`` (an allOf part);
+    allOf branches that name a component point to that component's open copy (``<name>__part``)."""
     if isinstance(node, list):
-        return [_closed(value, open_names) for value in node]
+        return [_closed(value) for value in node]
     if not isinstance(node, dict):
         return node
     closed = {}
     for key, value in node.items():
         if key == "allOf":
-            closed[key] = [_closed(branch, open_names, in_all_of=True) for branch in value]
+            closed[key] = [{"$ref": branch["$ref"] + "__part"} if set(branch) == {"$ref"} else _closed(branch, True)
+                           for branch in value]
         elif key in ("properties", "$defs", "definitions", "patternProperties"):
-            closed[key] = {k: _closed(v, open_names) for k, v in value.items()}
+            closed[key] = {k: _closed(v) for k, v in value.items()}
         else:
-            closed[key] = _closed(value, open_names)
+            closed[key] = _closed(value)
     is_object = "properties" in node or "allOf" in node
-    if is_object and not in_all_of and name not in open_names and "additionalProperties" not in node:
+    if is_object and not top_open and "additionalProperties" not in node:
         closed["unevaluatedProperties"] = False
+    if closed.pop("nullable", False):  # OpenAPI 3.0's spelling, still used in places in this 3.1 document
+        return {"anyOf": [closed, {"type": "null"}]}
     return closed
 
 
@@ -73,10 +80,8 @@ def _closed(node, open_names: set[str], name: str | None = None, in_all_of: bool
 def _registry() -> Registry:
     document = copy.deepcopy(spec())
     schemas = document["components"]["schemas"]
-    open_names = _parts_of_all_of(schemas)
-    document["components"]["schemas"] = {
-        name: _closed(schema, open_names, name) for name, schema in schemas.items()
-    }
+    parts = {f"{name}__part": _closed(schemas[name], top_open=True) for name in _parts_of_all_of(schemas)}
+    document["components"]["schemas"] = {name: _closed(schema) for name, schema in schemas.items()} | parts
     return Registry().with_resource(SPEC_URI, Resource.from_contents(document, default_specification=DRAFT202012))
 
 

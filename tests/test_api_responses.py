@@ -4,11 +4,13 @@ and ``responses.stream``, sync and async, on the real server and model."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
+from pydantic import BaseModel
 
 from tests.test_api import KEY, make_server, serve
 
@@ -129,9 +131,9 @@ def test_async_create_and_stream(base_url, loaded):
     async def main():
         async with AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=120) as client:
             created = await client.responses.create(model=loaded.name, input=QUESTION, temperature=0,
-                                                    max_output_tokens=6)
+                                                    max_output_tokens=16)
             async with client.responses.stream(model=loaded.name, input=QUESTION, temperature=0,
-                                               max_output_tokens=6) as stream:
+                                               max_output_tokens=16) as stream:
                 async for _ in stream:
                     pass
                 final = await stream.get_final_response()
@@ -139,3 +141,24 @@ def test_async_create_and_stream(base_url, loaded):
 
     created, final = asyncio.run(main())
     assert created.output_text == final.output_text != ""
+
+
+class City(BaseModel):
+    name: str
+    country: str
+
+
+def test_parse_with_a_pydantic_model_through_text_format(sdk, loaded):
+    parsed = sdk.responses.parse(model=loaded.name, input="Name one big city and its country, as JSON.",
+                                 text_format=City, temperature=0, max_output_tokens=60)
+    assert parsed.status == "completed"
+    assert isinstance(parsed.output_parsed, City)
+    assert parsed.output_parsed == City.model_validate_json(parsed.output_text)
+    assert parsed.text.format.type == "json_schema" and parsed.text.format.name == "City"
+
+
+def test_json_object_format_answers_json(sdk, loaded):
+    response = sdk.responses.create(model=loaded.name, input='Reply with the JSON object {"city": "Paris"}.',
+                                    text={"format": {"type": "json_object"}}, temperature=0, max_output_tokens=120)
+    assert response.status == "completed"
+    assert isinstance(json.loads(response.output_text), dict)

@@ -75,7 +75,7 @@ def test_chat_completion_chunks_conform(base_url, loaded, case):
 
 
 @pytest.mark.parametrize("body,status", [
-    ({"messages": CAPITAL}, 400),
+    ({"model": None, "messages": CAPITAL}, 400),
     ({"model": "gpt-9", "messages": CAPITAL}, 404),
     ({"messages": CAPITAL, "max_token": 3}, 400),
 ])
@@ -96,6 +96,12 @@ RESPONSES_BODIES = {
         "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}],
         "instructions": "Be brief.", "max_output_tokens": 4, "include": ["message.output_text.logprobs"],
         "top_logprobs": 2, "metadata": {"k": "v"},
+    },
+    "json_schema text.format": {
+        "input": "Name a city.", "max_output_tokens": 40,
+        "text": {"format": {"type": "json_schema", "name": "city", "strict": True, "schema": {
+            "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+            "additionalProperties": False}}},
     },
 }
 

@@ -11,7 +11,7 @@ from lifecycle.journey import journey_request
 from lifecycle.server.remote import send_chat_completion
 from lifecycle.server.chat_request import EXTENSIONS
 from lifecycle.server.responses_request import as_responses_request, wire_differences
-from lifecycle.server.snippets import render_curl, render_javascript, render_python
+from lifecycle.server.snippets import python_call, render_curl, render_javascript, render_python
 from lifecycle.server.statelessness import resend_sizes
 from lifecycle.server.wire import DEFAULT_BASE_URL, render_http_request, render_http_response
 from ui.cache import cached_journey
@@ -85,13 +85,14 @@ def _show_both_endpoints(request) -> None:
         f"chat completion and {size.responses} as a Responses call. The big difference is state: with "
         "`previous_response_id` the server keeps the conversation, so the next turn sends only its new message."
     )
+    st.caption("The call with the openai Python SDK (same client, same key), then how the answer is read:")
     left, right = st.columns(2)
     with left:
         st.caption("chat completions")
-        st.code(render_python(request), language="python")
+        st.code(python_call(request), language="python", wrap_lines=True)
     with right:
         st.caption("Responses")
-        st.code(render_python(responses), language="python")
+        st.code(python_call(responses), language="python", wrap_lines=True)
     st.dataframe(
         pd.DataFrame(
             {
@@ -105,8 +106,9 @@ def _show_both_endpoints(request) -> None:
     )
     with st.expander("Both bodies as JSON"):
         left, right = st.columns(2)
-        left.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json")
-        right.code(json.dumps(responses.to_payload(), ensure_ascii=False, indent=2), language="json")
+        left.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json", wrap_lines=True)
+        right.code(json.dumps(responses.to_payload(), ensure_ascii=False, indent=2), language="json",
+                   wrap_lines=True)
 
 
 def _show_response(journey) -> None:

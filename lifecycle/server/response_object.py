@@ -34,8 +34,8 @@ def response_object(
     output: list[dict] | None = None, usage: dict | None = None, incomplete: str | None = None,
     cached_tokens: int = 0,
 ) -> dict:
-    """The ``response`` object as it stands (``in_progress`` with no output while streaming)."""
-    return {
+    """The ``response`` object as it stands (``in_progress`` with no output and no usage while streaming)."""
+    body = {
         "id": response_id,
         "object": "response",
         "created_at": created_at,
@@ -49,7 +49,6 @@ def response_object(
         "output": output or [],
         "parallel_tool_calls": False,
         "previous_response_id": request.previous_response_id,
-        "store": request.store,
         "temperature": request.temperature,
         "text": {"format": request.text_format or {"type": "text"}},
         "tool_choice": "none",
@@ -57,16 +56,18 @@ def response_object(
         "top_logprobs": request.top_logprobs,
         "top_p": request.top_p,
         "truncation": "disabled",
-        "usage": None if usage is None else {
+        "metadata": request.metadata,
+        **request.recorded,  # user, safety_identifier, prompt_cache_key: echoed only when sent
+    }
+    if usage is not None:
+        body["usage"] = {
             "input_tokens": usage["prompt_tokens"],
             "input_tokens_details": {"cached_tokens": cached_tokens},
             "output_tokens": usage["completion_tokens"],
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
-        },
-        "metadata": request.metadata,
-        **{name: request.recorded.get(name) for name in ("user", "safety_identifier", "prompt_cache_key")},
-    }
+        }
+    return body
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -96,6 +97,15 @@ def output_text(response: dict) -> str:
     """The text of a response's message items, joined (what the SDK's ``response.output_text`` gives)."""
     return "".join(part["text"] for item in response["output"] if item["type"] == "message"
                    for part in item["content"] if part["type"] == "output_text")
+
+
+def _without_bytes(entries: list[dict]) -> list[dict]:
+    """Logprobs as the stream events carry them (OpenAI's ResponseLogProb): no ``bytes``."""
+    return [
+        {"token": e["token"], "logprob": e["logprob"],
+         "top_logprobs": [{"token": t["token"], "logprob": t["logprob"]} for t in e["top_logprobs"]]}
+        for e in entries
+    ]
 
 
 class _Sequencer:
@@ -137,7 +147,7 @@ def response_events(
                 pending.append(token_logprob(step, request.top_logprobs))
             if step.delta:
                 parts.append(step.delta)
-                yield event("response.output_text.delta", **where, delta=step.delta, logprobs=pending)
+                yield event("response.output_text.delta", **where, delta=step.delta, logprobs=_without_bytes(pending))
                 pending = []
     except Exception as error:  # noqa: BLE001 - the stream has started: report in-band
         yield event("error", code="generation_failed", message=f"Generation failed: {type(error).__name__}.", param=None)
@@ -150,7 +160,7 @@ def response_events(
     item = {**response["output"][0], "id": item_id}
     response["output"] = [item]
     logprobs = item["content"][0]["logprobs"]
-    yield event("response.output_text.done", **where, text=text, logprobs=logprobs)
+    yield event("response.output_text.done", **where, text=text, logprobs=_without_bytes(logprobs))
     yield event("response.content_part.done", item_id=item_id, output_index=0, content_index=0, part=item["content"][0])
     yield event("response.output_item.done", output_index=0, item=item)
     final.append(response)

@@ -339,8 +339,7 @@ def wire_differences(chat: ChatRequest, responses: ResponsesRequest) -> list[Wir
         WireDifference("body size", f"{len(chat.wire_body()):,} bytes", f"{len(responses.wire_body()):,} bytes"),
         WireDifference("the answer", "choices[0].message.content", "output[0].content[0].text (SDK: output_text)"),
         WireDifference("usage", "prompt_tokens, completion_tokens", "input_tokens, output_tokens"),
-        WireDifference("streaming", "unnamed data: chunks with delta.content, then data: [DONE]",
-                       "named events (response.output_text.delta ...), ending with response.completed"),
+        WireDifference("streaming", "data: chunks, then data: [DONE]", "named events, last response.completed"),
     ]
     if dropped:
         rows.append(WireDifference("no equivalent", ", ".join(dropped), "(not sent: the Responses API has none)"))

@@ -97,17 +97,22 @@ def _python_argument(name: str, value: object) -> str:
     return textwrap.indent(f"{name}={literal},", "    ") + "\n"
 
 
-def render_python(req: WireRequest, base_url: str = DEFAULT_BASE_URL, key_env: str = DEFAULT_KEY_ENV) -> str:
-    """The same call with the official openai Python SDK; extensions travel in ``extra_body``."""
-    _check_key_env(key_env)
+def python_call(req: WireRequest) -> str:
+    """The SDK call and how its answer is read: what differs between the two endpoints."""
     method, stream_use, use = _PYTHON[req.endpoint]
     arguments = "".join(_python_argument(name, value) for name, value in _python_kwargs(req.to_payload()))
     name = "stream" if req.stream else "response"
+    return f"{name} = {method}(\n{arguments})\n" + (stream_use if req.stream else use)
+
+
+def render_python(req: WireRequest, base_url: str = DEFAULT_BASE_URL, key_env: str = DEFAULT_KEY_ENV) -> str:
+    """The same call with the official openai Python SDK; extensions travel in ``extra_body``."""
+    _check_key_env(key_env)
     header = (
         "import os\n\nfrom openai import OpenAI\n\n"
         f"client = OpenAI(base_url={_base(base_url, req.endpoint)!r}, api_key=os.environ[{key_env!r}])\n\n"
     )
-    return header + f"{name} = {method}(\n{arguments})\n" + (stream_use if req.stream else use)
+    return header + python_call(req)
 
 
 def render_javascript(req: WireRequest, base_url: str = DEFAULT_BASE_URL, key_env: str = DEFAULT_KEY_ENV) -> str:

@@ -102,14 +102,8 @@ class GenerationJob:
         self.timings: dict = {}
         sources = self._choice_steps()
         collected: list[list] = [[] for _ in sources]
-        active = list(range(len(sources)))
-        while active:
-            for index in list(active):
-                step = next(sources[index], None)
-                if step is None:
-                    active.remove(index)
-                else:
-                    collected[index].append(step)
+        for index, step in streaming.interleave(sources):
+            collected[index].append(step)
         prefill = self.timings.get("prefill_seconds", 0.0)
         return [generation.Generation.collect(self.prompt_ids, choice, prefill) for choice in collected]
 

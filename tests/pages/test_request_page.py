@@ -11,6 +11,8 @@ import pytest
 
 from lifecycle.context import render_messages
 from lifecycle.server.chat_request import chat_request
+from lifecycle.server.responses_request import as_responses_request
+from lifecycle.server.snippets import python_call
 from tests.pages.harness import texts
 
 PROMPT = "Name a colour."
@@ -41,8 +43,9 @@ def _table(app, column: str):
 def test_request_json_is_built_from_the_settings_and_the_response_matches_the_run(run_page):
     app = run_page("request", prompt=PROMPT, max_tokens=4, temperature=0.0, seed=3, system_prompt="Be brief.")
     assert not app.exception and not app.error
-    expected = chat_request(PROMPT, system="Be brief.", temperature=0.0, max_tokens=4, stream=True,
-                            include_usage=True, seed=3).to_payload()
+    request = chat_request(PROMPT, system="Be brief.", temperature=0.0, max_tokens=4, stream=True,
+                           include_usage=True, seed=3)
+    expected = request.to_payload()
     codes = _codes(app)
     assert json.dumps(expected, ensure_ascii=False, indent=2) in codes
     raw_http = next(code for code in codes if code.startswith("POST /v1/chat/completions HTTP/1.1"))
@@ -59,6 +62,16 @@ def test_request_json_is_built_from_the_settings_and_the_response_matches_the_ru
     assert response["id"].startswith("chatcmpl-") and response["usage"]["prompt_tokens"] == prompt_tokens
     lesson = app.markdown[1].value
     assert f"{len(json.dumps(expected, ensure_ascii=False, separators=(',', ':')).encode()):,} bytes" in lesson
+
+    # The same call as a Responses request, side by side, with what differs on the wire.
+    responses = as_responses_request(request)
+    assert python_call(request) in codes and python_call(responses) in codes
+    assert python_call(responses).startswith("stream = client.responses.create(")
+    differences = _table(app, "Responses").set_index("")
+    assert differences.loc["body size", "chat completions"] == f"{len(request.wire_body()):,} bytes"
+    assert differences.loc["body size", "Responses"] == f"{len(responses.wire_body()):,} bytes"
+    assert differences.loc["system prompt", "Responses"] == "instructions"
+    assert differences.loc["no equivalent", "chat completions"] == "seed, stream_options"
 
 
 def test_each_turn_resends_the_whole_conversation(run_page):
