@@ -110,3 +110,12 @@ def test_bad_structured_requests_get_400_naming_the_parameter(sdk, loaded, api_s
     assert error.status_code == 400 and error.body["param"] == param
     row = api_server.log.get(error.response.headers["x-request-id"])
     assert row.completion_tokens in (None, 0)  # refused before any model work
+
+
+def test_every_choice_follows_the_grammar(sdk, loaded):
+    completion = sdk.chat.completions.create(model=loaded.name, messages=QUESTION, tools=[WEATHER, TIME], n=2,
+                                             tool_choice="required", temperature=1.0, seed=3)
+    assert [c.index for c in completion.choices] == [0, 1]
+    for choice in completion.choices:
+        assert choice.finish_reason == "tool_calls" and choice.message.content is None
+        assert isinstance(json.loads(choice.message.tool_calls[0].function.arguments), dict)
