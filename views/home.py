@@ -129,7 +129,6 @@ except (LifecycleError, ModelLoadError) as error:
 if journey is not None:
     _lesson(journey)
     st.markdown(_engine_wait(journey))
-    _small_model_note(model)
     st.caption(
         f"Model: {model.name}, {model.num_layers} layers, {model.num_heads} attention heads, "
         f"{model.vocab_size:,} tokens in its vocabulary, a context window of {model.context_window:,} "
@@ -145,6 +144,7 @@ for column, (phase, pages) in zip(st.columns(len(PHASES), border=True), PHASES.i
             st.caption(lines.get(page.url_path, page.summary))
 
 if journey is not None:
+    _small_model_note(model)  # after the map, so the map is the first screen on a projector
     st.subheader("Where the latency lives", anchor=False)
     bars, phases, folded = _bars(journey.timings)
     st.plotly_chart(latency_waterfall(bars, phases), key="waterfall", theme=None)

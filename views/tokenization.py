@@ -72,10 +72,6 @@ with stage_page("tokenization") as settings:
     )
 
     st.subheader("Three tokenizers, side by side", anchor=False)
-    st.caption(
-        "Hover a chip for its position, id and bytes. How every page writes a token: "
-        f"{TOKEN_NOTATION} A dashed chip holds part of a character."
-    )
     for column, (encoding, result) in zip(st.columns(len(ENCODINGS)), results.items()):
         with column:
             difference = result.count - mine.count
@@ -83,6 +79,10 @@ with stage_page("tokenization") as settings:
                       f"{difference:+,} vs the model" if difference else None, delta_color="inverse")
             st.caption(f"{result.chars_per_token:.2f} characters per token")
             show_chips(result)
+    st.caption(
+        "Hover a chip for its position, id and bytes. How every page writes a token: "
+        f"{TOKEN_NOTATION} A dashed chip holds part of a character."
+    )
     st.plotly_chart(tokenizer_count_chart({e: r.count for e, r in results.items()}), width="stretch", theme=None)
 
     with st.expander(f"All {mine.count:,} tokens of {model.name}'s tokenizer as a table"):
