@@ -309,3 +309,17 @@ def test_a_scheduler_fault_fails_the_batch_and_the_engine_goes_on(loaded, monkey
     first = engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax())))
     assert first.done.wait(60) and isinstance(first.error, RuntimeError)
     assert generate(loaded, ids, GREEDY, 2).completion_tokens == 2
+
+
+def test_fused_weights_stay_ordinary_parameters_when_built_in_inference_mode(loaded):
+    """The engine may start inside inference mode; the layers it fuses must still run with autograd on."""
+    from lifecycle.engine.llama import _fuse
+
+    layers = [torch.nn.Linear(loaded.model.config.hidden_size, n) for n in (3, 2)]
+    with torch.inference_mode():
+        fused, bias = _fuse(layers)
+    assert not fused.is_inference() and not bias.is_inference()
+    x = torch.ones(1, loaded.model.config.hidden_size, requires_grad=True)
+    layers[1](x).sum().backward()  # raised "Inference tensors cannot be saved for backward" before
+    assert torch.equal(fused[3:], layers[1].weight) and x.grad is not None
+    assert not any(p.is_inference() for p in loaded.model.parameters())

@@ -233,8 +233,11 @@ class _Block:
 
 
 def _fuse(modules) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Concatenate the linear layers' weights (and biases) and re-point each module at its view."""
-    with torch.no_grad():
+    """Concatenate the linear layers' weights (and biases) and re-point each module at its view.
+
+    Built outside inference mode even when the engine starts inside it: the Hugging Face model
+    keeps using these as ordinary parameters, also where autograd is on."""
+    with torch.inference_mode(False), torch.no_grad():
         weight = torch.cat([m.weight.detach() for m in modules])
         biases = [m.bias for m in modules]
         bias = torch.cat([b.detach() for b in biases]) if all(b is not None for b in biases) else None

@@ -205,7 +205,8 @@ class Engine:
     def run(self, work: Callable):
         """Run ``work(model)`` on the scheduler thread between two steps; return its result or raise."""
         if threading.current_thread() is self._thread:
-            return work(self.loaded.model)
+            with self.loaded.lock:
+                return work(self.loaded.model)
         job = _Job(work)
         with self._cond:
             self._jobs.append(job)
@@ -301,7 +302,9 @@ class Engine:
                     return
                 handle = self._waiting.popleft()
             try:
-                self._running.append(self._activate(handle))
+                active = self._activate(handle)
+                with self._cond:
+                    self._running.append(active)
             except Exception as error:  # noqa: BLE001 - e.g. no memory for its cache
                 handle.error = error
                 self._finish_handle(handle)
@@ -397,8 +400,9 @@ class Engine:
         return token is not None
 
     def _finish(self, active: _Active, cancelled: bool = False) -> None:
-        if active in self._running:
-            self._running.remove(active)
+        with self._cond:
+            if active in self._running:
+                self._running.remove(active)
         if active.handle.error is None and not cancelled and len(active.fed) > len(active.prompt):
             self.prefix_cache.store(active.fed, active.cache.keys, active.cache.values)
         self.pool.release(active.cache)
