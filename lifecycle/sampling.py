@@ -232,7 +232,7 @@ class StageEffect:
 
 def stage_effects(distribution: SampledDistribution) -> list[StageEffect]:
     """Every stage in pipeline order (grammar mask, the moving stages, the removing ones) and its effect."""
-    removed_by, size = distribution.removed_by, distribution.removed_by.size
+    size = distribution.removed_by.size
     effects, gone = [], 0
     order = ("grammar",) + SHIFT_STAGES + tuple(s for s in STAGES if s not in ("grammar", "repetition_penalty"))
     for stage in order:
