@@ -158,7 +158,7 @@ def test_parse_with_a_pydantic_model_through_text_format(sdk, loaded):
 
 
 def test_json_object_format_answers_json(sdk, loaded):
-    response = sdk.responses.create(model=loaded.name, input='Reply with the JSON object {"city": "Paris"}.',
+    response = sdk.responses.create(model=loaded.name, input="Return a JSON object about the weather.",
                                     text={"format": {"type": "json_object"}}, temperature=0, max_output_tokens=120)
     assert response.status == "completed"
     assert isinstance(json.loads(response.output_text), dict)
