@@ -83,6 +83,13 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
                        [("temperature", f"{journey.input.sampling.temperature:g}"),
                         ("top-p", f"{journey.input.sampling.top_p:g}"), ("top-k", str(journey.input.sampling.top_k)),
                         ("tokens left to draw from", f"{journey.sampled.kept:,}")]),
+        HandoutSection("Structured output and tools", "With response_format or tools, a grammar mask allows at "
+                       "each step only the tokens that keep the answer valid JSON (or a tool call)"
+                       + ("; this run asked for neither, so nothing was masked."
+                          if request.output.grammar is None else "."),
+                       [("response_format", request.output.response_format.type),
+                        ("tools offered", str(len(request.output.tools))),
+                        ("tool_choice", request.output.tool_choice.mode)]),
         HandoutSection("Generation", "The chosen token is appended and the model runs again, one token at a time.",
                        [("tokens generated", str(generation.completion_tokens)),
                         ("finish_reason", generation.finish_reason),

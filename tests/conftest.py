@@ -1,7 +1,9 @@
 """Shared fixtures: the real model, loaded once per test session, never from the network."""
 
+import asyncio
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -34,3 +36,10 @@ def logits(loaded) -> np.ndarray:
             return model(torch.tensor([ids])).logits[0, -1].float().numpy()
 
     return shared_engine(loaded).run(job)
+
+
+def run_coroutine(coroutine):
+    """Run ``coroutine`` to the end in a thread of its own: an earlier test may have left an event
+    loop running in this one, and asyncio.run refuses to start inside a running loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

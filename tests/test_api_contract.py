@@ -13,6 +13,7 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 
 from lifecycle import stream as streaming
+from tests.conftest import run_coroutine
 from tests.test_api import KEY, make_server, serve
 
 CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
@@ -173,7 +174,7 @@ def test_async_client_gets_logprobs_and_n(base_url, loaded):
                                                     logprobs=True, top_logprobs=1, n=2) for _ in range(2)]
             return await asyncio.gather(*calls)
 
-    for response in asyncio.run(main()):
+    for response in run_coroutine(main()):
         assert len(response.choices) == 2
         assert response.choices[0].message.content == response.choices[1].message.content  # greedy
         assert all(len(choice.logprobs.content) == 4 for choice in response.choices)

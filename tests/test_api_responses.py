@@ -12,6 +12,7 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 from pydantic import BaseModel
 
+from tests.conftest import run_coroutine
 from tests.test_api import KEY, make_server, serve
 
 QUESTION = "What is the capital of France?"
@@ -139,7 +140,7 @@ def test_async_create_and_stream(base_url, loaded):
                 final = await stream.get_final_response()
             return created, final
 
-    created, final = asyncio.run(main())
+    created, final = run_coroutine(main())
     assert created.output_text == final.output_text != ""
 
 

@@ -46,6 +46,11 @@ def journey_results() -> JourneyResults:
     return shared_results(loaded_model())
 
 
+def prepared_prompt(settings: JourneySettings) -> PreparedPrompt:
+    """Request, tokenization, template and budget of these settings (no model run)."""
+    return journey_results().prepared(settings.journey_input())
+
+
 def prefilled_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Prefill]:
     """The prepared prompt and the engine's prefill of it (the next-token distribution only)."""
     results = journey_results()
