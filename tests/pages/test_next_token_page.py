@@ -63,6 +63,8 @@ def test_rank_curve_spans_the_vocabulary_and_logprob_toggle(run_page, expected):
 
 
 def test_the_answer_is_highlighted_with_the_first_box_matching_the_distribution(run_page, expected):
+    # Next token never starts the generation; it highlights the answer once another page has run it.
+    assert not run_page("generation", prompt=PROMPT, temperature=0, max_tokens=4).exception
     app = run_page("next-token", prompt=PROMPT, temperature=0, max_tokens=4)
     assert not app.exception
     bar = plotly_figure(app, "next_token_logprobs").data[0]
