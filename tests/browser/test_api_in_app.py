@@ -66,7 +66,7 @@ def test_sdk_call_to_the_app_appears_in_live_calls_with_its_journey(app_url, api
         if '"total_tokens"' in block.inner_text() and "choices" not in block.inner_text()
     )
     assert json.loads(usage_block) == usage.model_dump(exclude_none=True)
-    expect(main.locator(".js-plotly-plot")).to_have_count(2)  # the context budget and the frame timeline
+    expect(main.locator(".js-plotly-plot")).to_have_count(3)  # the engine's batch, the context budget, the frame timeline
     full_screenshot(page, screenshots / "live-calls-journey.png")
 
     # A new call while the page is open shows up by itself ("Watch for new calls" is on by default).

@@ -40,8 +40,6 @@ NOT_YET_LEGIBLE = {
     ("home", "phone"): "waterfall: the 'inspection pass (extra)' row label is wider than the chart's left margin",
     ("request", "projector"): f"{WIDE_TABLE} (the follow-up messages editor)",
     ("request", "phone"): f"{WIDE_TABLE} (the follow-up messages editor, the turns table)",
-    ("gateway", "laptop"): f"{WIDE_TABLE} (the call log's 12 columns)",
-    ("gateway", "projector"): f"{WIDE_TABLE} (the call log's 12 columns)",
     ("gateway", "phone"): f"{WIDE_TABLE} (the burst table, the call log)",
     ("tokenization", "projector"): f"{WIDE_TABLE} (the nine-language table's sentence column)",
     ("tokenization", "phone"): NARROW_CHART,
@@ -55,9 +53,21 @@ NOT_YET_LEGIBLE = {
     ("streaming", "phone"): f"{WIDE_TABLE} (the events table)",
     ("detokenization", "projector"): f"{WIDE_TABLE} (the bytes table)",
     ("detokenization", "phone"): f"{WIDE_TABLE} (the bytes table)",
-    ("live-calls", "laptop"): f"{WIDE_TABLE} (the recent calls' 11 columns)",
-    ("live-calls", "projector"): f"{WIDE_TABLE} (the recent calls' 11 columns)",
-    ("live-calls", "phone"): f"{WIDE_TABLE} (the recent calls, the gateway steps)",
+    ("forward-pass", "phone"): "the RoPE chart's angle label collides with its axis label at 390 px",
+    ("structured-output", "laptop"): "the allowed-tokens chart's bar labels (48.8k) collide",
+    ("structured-output", "projector"): "the allowed-tokens chart's bar labels (48.8k) collide",
+    ("structured-output", "phone"): "the allowed-tokens chart's bar labels (48.8k) collide",
+    ("generation", "laptop"): "the first chart's 0% and 50% tick labels collide",
+    ("kv-cache", "phone"): "the growth chart's tick label 5 leaves the chart at 390 px",
+    ("handout", "projector"): f"{WIDE_TABLE} (the handout's stage summary)",
+    ("handout", "phone"): f"{WIDE_TABLE} (the handout's stage summary)",
+}
+# Pages whose main visual is not yet on a 1024x768 projector's first screen in presenter mode.
+NOT_YET_PRESENTED = {
+    "structured-output": "the tool definitions and the request come before the mask chart",
+    "guess": "the game's question has no chart; the round's options start below the fold",
+    "handout": "the page is a download button and a summary table, with no chart",
+    "live-calls": "the key box and the engine section come before the call's charts",
 }
 
 
@@ -90,7 +100,14 @@ def test_every_page_is_legible(app_url, sized_page, screenshots, stage):
     assert table_problems(page) == []
 
 
-@pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
+def _presenter_cases():
+    for stage, name in zip(PAGES, PAGE_IDS):
+        reason = NOT_YET_PRESENTED.get(name)
+        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+        yield pytest.param(stage, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("stage", list(_presenter_cases()))
 def test_presenter_mode_shows_the_main_visual_on_the_first_screen_of_a_projector(app_url, browser, screenshots,
                                                                                  stage):
     context = browser.new_context(viewport={"width": 1024, "height": 768})
