@@ -68,6 +68,9 @@ def test_replayed_output_items_are_accepted():
     ({"input": "x", "tool_choice": "required"}, "tool_choice", "invalid_value"),
     ({"input": "x", "tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "g"}},
      "tool_choice", "invalid_value"),
+    ({"input": "x", "tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "f",
+                                                                                  "function": {"name": "f"}}},
+     "tool_choice.function", "unknown_parameter"),
     ({"input": "x", "background": True}, "background", "unsupported_parameter"),
     ({"input": "x", "top_logprobs": 3}, "top_logprobs", "invalid_value"),
     ({"input": "x", "include": ["file_search_call.results"]}, "include", "unsupported_value"),
@@ -132,6 +135,11 @@ def test_flat_function_tools_become_chats_nested_tools():
                                           "parameters": WEATHER["parameters"]}]
     assert chat.output.grammar is not None
     assert request.to_payload()["tools"] == [WEATHER]
+
+
+def test_tool_choice_errors_show_the_responses_form():
+    error = rejected(input="x", tools=[WEATHER], tool_choice="any")
+    assert error.param == "tool_choice" and '{"type": "function", "name": ...}' in error.message
 
 
 def test_function_call_items_become_an_assistant_call_and_a_tool_message():

@@ -124,7 +124,8 @@ class ResponsesRequest:
                 raise LifecycleError(error.message.replace("response_format", "text.format"),
                                      "text.format" + error.param.removeprefix("response_format"), error.code) from error
             if error.param and error.param.startswith(("tools", "tool_choice")):
-                raise LifecycleError(error.message.replace(".function", "").replace('"function": {...}', "..."),
+                raise LifecycleError(error.message.replace(".function", "").replace('"function": {"name": ...}}',
+                                                                                       '"name": ...}'),
                                      error.param.replace(".function", ""), error.code) from error
             raise
 
@@ -278,6 +279,9 @@ def _tools(payload: Mapping) -> list:
                                  "has only function tools (no built-in tools such as web_search or file_search).",
                                  "tools", "unsupported_value")
         _known(tool, ("type", "name", "description", "parameters", "strict"), f"tools[{index}]")
+    choice = payload.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        _known(choice, ("type", "name"), "tool_choice")
     f.boolean(payload, "parallel_tool_calls", default=None)  # an answer holds at most one call: both allow it
     f.integer(payload, "max_tool_calls", 1)
     return [dict(tool) for tool in tools]
