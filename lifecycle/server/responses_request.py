@@ -3,8 +3,10 @@
 A Responses call says the same thing as a chat-completions call in other words: ``input`` (a
 string or a list of message items) instead of ``messages``, ``instructions`` instead of a system
 message, ``max_output_tokens`` instead of ``max_tokens``, ``text.format`` instead of
-``response_format``, and ``previous_response_id`` to continue a conversation the server stored,
-instead of sending it again. ``to_chat`` turns one into the other so both run the same stages.
+``response_format``, flat function ``tools`` (not nested under ``function``), ``function_call`` /
+``function_call_output`` input items instead of an assistant's ``tool_calls`` and ``tool``
+messages, and ``previous_response_id`` to continue a conversation the server stored, instead of
+sending it again. ``to_chat`` turns one into the other so both run the same stages.
 Fields this server cannot honour are refused with 400 naming them, as for chat completions.
 """
 
