@@ -111,7 +111,8 @@ RESPONSES_BODIES = {
     },
     "function_call_output": {
         "input": [{"role": "user", "content": "What is the weather in Paris?"},
-                  {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+                  {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+                   "arguments": "{\"city\": \"Paris\"}"},
                   {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}],
         "max_output_tokens": 6, "tools": [{"type": "function", "name": "get_weather"}],
     },

@@ -116,7 +116,8 @@ def finished_response(
 
 def function_calls(response: dict) -> list[dict]:
     """A response's function calls in chat's ``tool_calls`` form (how the conversation stores them)."""
-    return [{"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": item["arguments"]}}
+    return [{"id": item["call_id"], "type": "function",
+             "function": {"name": item["name"], "arguments": item["arguments"]}}
             for item in response["output"] if item["type"] == "function_call"]
 
 
