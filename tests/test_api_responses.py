@@ -120,6 +120,7 @@ def test_create_with_stream_true_and_logprobs(sdk, loaded):
     ({"max_output_token": 5}, "max_output_token"),
     ({"input": []}, "input"),
     ({"temperature": 3}, "temperature"),
+    ({"tools": [{"type": "web_search"}]}, "tools"),
 ])
 def test_bad_or_unsupported_fields_are_400_naming_them(base_url, loaded, fields, param):
     body = {"model": loaded.name, "input": "Hi", **fields}
@@ -163,3 +164,70 @@ def test_json_object_format_answers_json(sdk, loaded):
                                     text={"format": {"type": "json_object"}}, temperature=0, max_output_tokens=120)
     assert response.status == "completed"
     assert isinstance(json.loads(response.output_text), dict)
+
+
+WEATHER_TOOL = {"type": "function", "name": "get_weather", "description": "The current weather in a city.",
+                "strict": True, "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                               "required": ["city"], "additionalProperties": False}}
+WEATHER_QUESTION = "What is the weather in Paris?"
+
+
+def _function_call(response):
+    assert [item.type for item in response.output] == ["function_call"]
+    return response.output[0]
+
+
+def test_a_required_tool_call_is_a_function_call_item(sdk, loaded):
+    response = sdk.responses.create(model=loaded.name, input=WEATHER_QUESTION, tools=[WEATHER_TOOL],
+                                    tool_choice="required", temperature=0, max_output_tokens=40)
+    call = _function_call(response)
+    assert call.name == "get_weather" and call.status == "completed" and response.status == "completed"
+    assert call.id.startswith("fc_") and call.call_id.startswith("call_")
+    arguments = json.loads(call.arguments)
+    assert list(arguments) == ["city"] and isinstance(arguments["city"], str)
+    assert response.output_text == ""
+    assert response.tool_choice == "required" and response.tools[0].name == "get_weather"
+
+
+def test_the_tool_result_goes_back_with_previous_response_id(sdk, loaded):
+    first = sdk.responses.create(model=loaded.name, input=WEATHER_QUESTION, tools=[WEATHER_TOOL],
+                                 tool_choice={"type": "function", "name": "get_weather"}, temperature=0,
+                                 max_output_tokens=40)
+    call = _function_call(first)
+    second = sdk.responses.create(
+        model=loaded.name, previous_response_id=first.id, tools=[WEATHER_TOOL], temperature=0, max_output_tokens=24,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 21 C"}],
+    )
+    assert [item.type for item in second.output] == ["message"]
+    assert second.output_text.strip()
+    # the stored conversation (question and call) plus the result: more input than the question alone
+    assert second.usage.input_tokens > first.usage.input_tokens
+    resent = sdk.responses.create(model=loaded.name, tools=[WEATHER_TOOL], temperature=0, max_output_tokens=24, input=[
+        {"role": "user", "content": WEATHER_QUESTION},
+        {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 21 C"},
+    ])
+    assert resent.output_text == second.output_text
+    assert resent.usage.input_tokens == second.usage.input_tokens
+
+
+def test_a_streamed_call_reassembles_its_arguments(sdk, loaded):
+    with sdk.responses.stream(model=loaded.name, input=WEATHER_QUESTION, tools=[WEATHER_TOOL],
+                              tool_choice="required", temperature=0, max_output_tokens=40) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [event.type for event in events]
+    assert kinds[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
+    assert kinds[-3:] == ["response.function_call_arguments.done", "response.output_item.done",
+                          "response.completed"]
+    assert set(kinds[3:-3]) == {"response.function_call_arguments.delta"}
+    added, done = events[2].item, events[-2].item
+    assert added.type == "function_call" and added.arguments == "" and added.status == "in_progress"
+    deltas = [event for event in events if event.type == "response.function_call_arguments.delta"]
+    assert {event.item_id for event in deltas} == {added.id} and {event.output_index for event in deltas} == {0}
+    arguments = "".join(event.delta for event in deltas)
+    assert arguments == events[-3].arguments == done.arguments == _function_call(final).arguments
+    assert (done.id, done.call_id, done.name) == (added.id, added.call_id, "get_weather")
+    whole = sdk.responses.create(model=loaded.name, input=WEATHER_QUESTION, tools=[WEATHER_TOOL],
+                                 tool_choice="required", temperature=0, max_output_tokens=40)
+    assert json.loads(arguments) == json.loads(_function_call(whole).arguments)

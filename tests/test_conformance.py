@@ -103,6 +103,19 @@ RESPONSES_BODIES = {
             "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
             "additionalProperties": False}}},
     },
+    "function_call": {
+        "input": "What is the weather in Paris?", "max_output_tokens": 40, "tool_choice": "required",
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+            "additionalProperties": False}}],
+    },
+    "function_call_output": {
+        "input": [{"role": "user", "content": "What is the weather in Paris?"},
+                  {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+                   "arguments": "{\"city\": \"Paris\"}"},
+                  {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}],
+        "max_output_tokens": 6, "tools": [{"type": "function", "name": "get_weather"}],
+    },
 }
 
 

@@ -54,11 +54,23 @@ def test_replayed_output_items_are_accepted():
     ({}, "input", "missing_required_parameter"),
     ({"input": ""}, "input", "empty_content"),
     ({"input": 5}, "input", "invalid_type"),
-    ({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}, "input[0].type", "unsupported_value"),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type", "unsupported_value"),
+    ({"input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id", "missing_required_parameter"),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{"}]}, "input[0].arguments",
+     "invalid_value"),
     ({"input": "x", "max_output_tokens": 0}, "max_output_tokens", "integer_below_min_value"),
     ({"input": "x", "text": {"format": {"type": "bogus"}}}, "text.format", None),
     ({"input": "x", "text": {"format": "json"}}, "text.format", "invalid_type"),
-    ({"input": "x", "tools": [{"type": "function", "name": "f"}]}, "tools", "unsupported_parameter"),
+    ({"input": "x", "tools": [{"type": "web_search"}]}, "tools", "unsupported_value"),
+    ({"input": "x", "tools": [{"type": "function", "name": "a b"}]}, "tools[0].name", "invalid_value"),
+    ({"input": "x", "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools[0].function",
+     "unknown_parameter"),
+    ({"input": "x", "tool_choice": "required"}, "tool_choice", "invalid_value"),
+    ({"input": "x", "tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "g"}},
+     "tool_choice", "invalid_value"),
+    ({"input": "x", "tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "f",
+                                                                                  "function": {"name": "f"}}},
+     "tool_choice.function", "unknown_parameter"),
     ({"input": "x", "background": True}, "background", "unsupported_parameter"),
     ({"input": "x", "top_logprobs": 3}, "top_logprobs", "invalid_value"),
     ({"input": "x", "include": ["file_search_call.results"]}, "include", "unsupported_value"),
@@ -107,3 +119,39 @@ def test_the_store_is_bounded_and_per_key():
     assert len(store) == 2 and store.get("resp_0", "alice") is None
     assert store.get("resp_2", "alice").messages == ({"role": "user", "content": "2"},)
     assert store.get("resp_2", "bob") is None
+
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.", "strict": True,
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                          "additionalProperties": False}}
+
+
+def test_flat_function_tools_become_chats_nested_tools():
+    request = validate_responses_request({"model": MODEL, "input": "Weather in Paris?", "tools": [WEATHER],
+                                          "tool_choice": {"type": "function", "name": "get_weather"}})
+    chat = request.to_chat()
+    assert chat.output.tool_choice.mode == "function" and chat.output.tool_choice.name == "get_weather"
+    assert chat.output.definitions() == [{"name": "get_weather", "description": "The weather in a city.",
+                                          "parameters": WEATHER["parameters"]}]
+    assert chat.output.grammar is not None
+    assert request.to_payload()["tools"] == [WEATHER]
+
+
+def test_tool_choice_errors_show_the_responses_form():
+    error = rejected(input="x", tools=[WEATHER], tool_choice="any")
+    assert error.param == "tool_choice" and '{"type": "function", "name": ...}' in error.message
+
+
+def test_function_call_items_become_an_assistant_call_and_a_tool_message():
+    arguments = json.dumps({"city": "Paris"})
+    request = validate_responses_request({"model": MODEL, "tools": [WEATHER], "input": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": arguments,
+         "status": "completed"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "Sunny, 21 C"},
+    ]})
+    assert request.to_chat().messages[1:] == [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
+        {"role": "tool", "content": "Sunny, 21 C", "tool_call_id": "call_1"},
+    ]

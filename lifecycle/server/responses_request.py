@@ -3,8 +3,10 @@
 A Responses call says the same thing as a chat-completions call in other words: ``input`` (a
 string or a list of message items) instead of ``messages``, ``instructions`` instead of a system
 message, ``max_output_tokens`` instead of ``max_tokens``, ``text.format`` instead of
-``response_format``, and ``previous_response_id`` to continue a conversation the server stored,
-instead of sending it again. ``to_chat`` turns one into the other so both run the same stages.
+``response_format``, flat function ``tools`` (not nested under ``function``), ``function_call`` /
+``function_call_output`` input items instead of an assistant's ``tool_calls`` and ``tool``
+messages, and ``previous_response_id`` to continue a conversation the server stored, instead of
+sending it again. ``to_chat`` turns one into the other so both run the same stages.
 Fields this server cannot honour are refused with 400 naming them, as for chat completions.
 """
 
@@ -26,17 +28,18 @@ REFUSED = {
     "context_management": "context management is not implemented",
     "prompt": "stored prompt templates are not implemented",
     "reasoning": "the model is not a reasoning model",
-    "max_tool_calls": "tool calls are not implemented yet",
-    "parallel_tool_calls": "tool calls are not implemented yet",
 }
 HONOURED = ("model", "input", "instructions", "stream", "stream_options", "max_output_tokens", "temperature",
             "top_p", "text", "previous_response_id", "store", "metadata", "include", "top_logprobs", "tools",
-            "tool_choice", "truncation", "service_tier", "prompt_cache_retention")
+            "tool_choice", "parallel_tool_calls", "max_tool_calls", "truncation", "service_tier",
+            "prompt_cache_retention")
 METADATA_FIELDS = ("user", "safety_identifier", "prompt_cache_key")
 KNOWN_FIELDS = HONOURED + METADATA_FIELDS + tuple(REFUSED) + EXTENSIONS
 _INPUT_ROLES = ("user", "assistant", "system", "developer")
 _ITEM_FIELDS = ("type", "role", "content", "id", "status")
 _TEXT_PARTS = ("input_text", "output_text")
+_CALL_FIELDS = ("type", "id", "call_id", "name", "arguments", "status")
+_RESULT_FIELDS = ("type", "id", "call_id", "output", "status")
 
 
 @dataclass
@@ -56,9 +59,16 @@ class ResponsesRequest:
     metadata: dict = field(default_factory=dict)
     top_logprobs: int | None = None  # None: no logprobs in output_text (not in ``include``)
     text_format: dict | None = None  # text.format as sent
+    tools: list = field(default_factory=list)  # function tools as sent (the flat Responses form)
+    tool_choice: str | dict | None = None  # as sent
     extensions: dict = field(default_factory=dict)
     recorded: dict = field(default_factory=dict)  # user, safety_identifier, prompt_cache_key as sent
     endpoint = "responses"
+
+    @property
+    def may_call(self) -> bool:
+        """Whether the answer may be a function call (tools given, and tool_choice is not "none")."""
+        return bool(self.tools) and self.tool_choice != "none"
 
     def to_payload(self) -> dict:
         """The JSON body a client sends: required fields, the common ones, and anything non-default."""
@@ -80,6 +90,10 @@ class ResponsesRequest:
             payload |= {"include": [LOGPROBS_INCLUDE], "top_logprobs": self.top_logprobs}
         if self.text_format is not None:
             payload["text"] = {"format": self.text_format}
+        if self.tools:
+            payload["tools"] = self.tools
+        if self.tool_choice is not None:
+            payload["tool_choice"] = self.tool_choice
         return payload | self.extensions | self.recorded
 
     def wire_body(self) -> bytes:
@@ -100,6 +114,8 @@ class ResponsesRequest:
             "logprobs": self.top_logprobs is not None or None,
             "top_logprobs": self.top_logprobs,
             "response_format": response_format(self.text_format),
+            "tools": [chat_tool(tool) for tool in self.tools] or None,
+            "tool_choice": chat_tool_choice(self.tool_choice),
             **self.extensions,
             **self.recorded,
         }
@@ -109,7 +125,23 @@ class ResponsesRequest:
             if error.param and error.param.startswith("response_format"):
                 raise LifecycleError(error.message.replace("response_format", "text.format"),
                                      "text.format" + error.param.removeprefix("response_format"), error.code) from error
+            if error.param and error.param.startswith(("tools", "tool_choice")):
+                raise LifecycleError(error.message.replace(".function", "").replace('"function": {"name": ...}}',
+                                                                                       '"name": ...}'),
+                                     error.param.replace(".function", ""), error.code) from error
             raise
+
+
+def chat_tool(tool: Mapping) -> dict:
+    """Chat's form of a Responses function tool: the same fields, nested under ``function``."""
+    return {"type": "function", "function": {key: value for key, value in tool.items() if key != "type"}}
+
+
+def chat_tool_choice(choice: str | Mapping | None) -> str | dict | None:
+    """Chat's ``tool_choice`` for a Responses one (``{"type": "function", "name": ...}`` is flat there too)."""
+    if isinstance(choice, Mapping) and choice.get("type") == "function":
+        return {"type": "function", "function": {"name": choice.get("name")}}
+    return choice
 
 
 def response_format(text_format: Mapping | None) -> dict | None:
@@ -123,17 +155,17 @@ def response_format(text_format: Mapping | None) -> dict | None:
     return {"type": "json_schema", "json_schema": inner}
 
 
-def _text(content: object, where: str) -> str:
+def _text(content: object, where: str, name: str = "content") -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise f.invalid_type(f"{where}.content", "a string or an array of text parts", content)
+        raise f.invalid_type(f"{where}.{name}", "a string or an array of text parts", content)
     texts = []
     for index, part in enumerate(content):
         if not (isinstance(part, dict) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str)):
             raise LifecycleError(
-                f"Invalid '{where}.content[{index}]': this model accepts only text parts "
-                '({"type": "input_text", "text": "..."}).', f"{where}.content[{index}]", "invalid_value",
+                f"Invalid '{where}.{name}[{index}]': this model accepts only text parts "
+                '({"type": "input_text", "text": "..."}).', f"{where}.{name}[{index}]", "invalid_value",
             )
         texts.append(part["text"])
     return "\n".join(texts)
@@ -144,13 +176,14 @@ def _item(item: object, index: int) -> dict:
     if not isinstance(item, dict):
         raise f.invalid_type(where, "a message item", item)
     kind = item.get("type", "message")
+    if kind == "function_call":
+        return _function_call(item, where)
+    if kind == "function_call_output":
+        return _function_call_output(item, where)
     if kind != "message":
-        raise LifecycleError(f"Unsupported value: '{where}.type' {f.shown(kind)}: only message items are supported "
-                             "(tool calls are not implemented yet).", f"{where}.type", "unsupported_value")
-    unknown = sorted(set(item) - set(_ITEM_FIELDS))
-    if unknown:
-        raise LifecycleError(f"Unrecognized argument in '{where}': {', '.join(map(str, unknown))}.",
-                             f"{where}.{unknown[0]}", "unknown_parameter")
+        raise LifecycleError(f"Unsupported value: '{where}.type' {f.shown(kind)}: only message, function_call and "
+                             "function_call_output items are supported.", f"{where}.type", "unsupported_value")
+    _known(item, _ITEM_FIELDS, where)
     role = item.get("role")
     if role not in _INPUT_ROLES:
         raise LifecycleError(f"Invalid value for '{where}.role': {f.shown(role)}. Supported values are: "
@@ -159,6 +192,44 @@ def _item(item: object, index: int) -> dict:
         raise LifecycleError(f"Missing required parameter: '{where}.content'.", f"{where}.content",
                              "missing_required_parameter")
     return {"role": "system" if role == "developer" else role, "content": _text(item["content"], where)}
+
+
+def _known(item: Mapping, fields: Sequence[str], where: str) -> None:
+    unknown = sorted(set(item) - set(fields))
+    if unknown:
+        raise LifecycleError(f"Unrecognized argument in '{where}': {', '.join(map(str, unknown))}.",
+                             f"{where}.{unknown[0]}", "unknown_parameter")
+
+
+def _required_string(item: Mapping, name: str, where: str) -> str:
+    value = item.get(name)
+    if value is None:
+        raise LifecycleError(f"Missing required parameter: '{where}.{name}'.", f"{where}.{name}",
+                             "missing_required_parameter")
+    if not isinstance(value, str):
+        raise f.invalid_type(f"{where}.{name}", "a string", value)
+    return value
+
+
+def _function_call(item: Mapping, where: str) -> dict:
+    """A call the model made earlier, sent back: chat's assistant message with ``tool_calls``."""
+    _known(item, _CALL_FIELDS, where)
+    call_id, name = _required_string(item, "call_id", where), _required_string(item, "name", where)
+    arguments = _required_string(item, "arguments", where)
+    try:
+        json.loads(arguments)
+    except ValueError:
+        raise LifecycleError(f"Invalid '{where}.arguments': not valid JSON.", f"{where}.arguments",
+                             "invalid_value") from None
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+def _function_call_output(item: Mapping, where: str) -> dict:
+    """The result of a call, from the client: chat's ``tool`` message."""
+    _known(item, _RESULT_FIELDS, where)
+    call_id = _required_string(item, "call_id", where)
+    return {"role": "tool", "tool_call_id": call_id, "content": _text(item.get("output"), where, "output")}
 
 
 def _input(payload: Mapping) -> tuple[str | list, list[dict]]:
@@ -194,12 +265,28 @@ def _text_format(payload: Mapping) -> dict | None:
     return dict(form)
 
 
-def _tools(payload: Mapping) -> None:
+def _tools(payload: Mapping) -> list:
+    """The function tools as sent; built-in tools (web_search, file_search, ...) are refused, naming ``tools``.
+    Their fields, and ``tool_choice``, are checked by the chat rules in ``to_chat``."""
     tools = payload.get("tools")
-    if tools not in (None, []):
-        raise LifecycleError("Unsupported parameter: 'tools' is not supported with this server yet.", "tools",
-                             "unsupported_parameter")
-    f.one_of(payload, "tool_choice", ("none", "auto"), "no tools are defined")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise f.invalid_type("tools", "an array of tools", tools)
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise f.invalid_type(f"tools[{index}]", "a tool object", tool)
+        if tool.get("type") != "function":
+            raise LifecycleError(f"Unsupported value: 'tools[{index}].type' {f.shown(tool.get('type'))}: this server "
+                                 "has only function tools (no built-in tools such as web_search or file_search).",
+                                 "tools", "unsupported_value")
+        _known(tool, ("type", "name", "description", "parameters", "strict"), f"tools[{index}]")
+    choice = payload.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        _known(choice, ("type", "name"), "tool_choice")
+    f.boolean(payload, "parallel_tool_calls", default=None)  # an answer holds at most one call: both allow it
+    f.integer(payload, "max_tool_calls", 1)
+    return [dict(tool) for tool in tools]
 
 
 def _logprobs(payload: Mapping) -> int | None:
@@ -242,7 +329,7 @@ def validate_responses_request(payload: object, *, known_models: Sequence[str] |
     f.refuse_unknown(payload, KNOWN_FIELDS)
     f.refuse_unsupported(payload, REFUSED)
     text_format = _text_format(payload)
-    _tools(payload)
+    tools = _tools(payload)
     f.one_of(payload, "truncation", ("disabled",), "a prompt that does not fit is refused, never cut")
     f.one_of(payload, "service_tier", ("auto", "default"), "one local model, one tier")
     f.one_of(payload, "prompt_cache_retention", ("in_memory",), "the prefix cache lives in memory")
@@ -265,6 +352,8 @@ def validate_responses_request(payload: object, *, known_models: Sequence[str] |
         metadata=f.metadata(payload) or {},
         top_logprobs=_logprobs(payload),
         text_format=text_format,
+        tools=tools,
+        tool_choice=payload.get("tool_choice"),
         extensions={name: payload[name] for name in EXTENSIONS if payload.get(name) is not None},
         recorded={name: payload[name] for name in METADATA_FIELDS if payload.get(name) is not None},
     )

@@ -11,7 +11,7 @@ import json
 import time
 
 from lifecycle import generate as generation
-from lifecycle.server.response_object import finished_response, new_id, output_text, response_events
+from lifecycle.server.response_object import finished_response, function_calls, new_id, output_text, response_events
 from lifecycle.server.response_store import ResponseStore
 from lifecycle.server.responses_request import ResponsesRequest
 from lifecycle.server.worker import GenerationJob
@@ -30,7 +30,9 @@ class ResponsesJob(GenerationJob):
         if not self.request.store or response["status"] not in ("completed", "incomplete"):
             return
         history = self.chat.messages[1:] if self.request.instructions else self.chat.messages
-        answer = {"role": "assistant", "content": output_text(response)}
+        calls = function_calls(response)
+        answer = {"role": "assistant", "content": None, "tool_calls": calls} if calls else \
+            {"role": "assistant", "content": output_text(response)}
         self.store.put(self.response_id, self.exchange.key_name, [*history, answer], response)
 
     def _body(self, results: list[generation.Generation], completion_tokens: int) -> dict:
@@ -54,7 +56,7 @@ class ResponsesJob(GenerationJob):
             for event in events:
                 at = round(event.at, 6)
                 frames.append({"at": at, "sse": event.sse})
-                if event.data["type"] == "response.output_text.delta":
+                if event.data["type"] in ("response.output_text.delta", "response.function_call_arguments.delta"):
                     self.call.completion_tokens += 1
                     exchange.ttft = exchange.ttft if exchange.ttft is not None else at
                 if event.data["type"] == "error":
