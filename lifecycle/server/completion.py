@@ -52,8 +52,10 @@ def completion_body(
     prompt_tokens: int,
     completion_tokens: int,
     created: int | None = None,
+    cached_tokens: int | None = None,
 ) -> dict:
-    """The ``chat.completion`` object for ``choices`` (indexes in order), usage over all of them."""
+    """The ``chat.completion`` object for ``choices`` (indexes in order), usage over all of them;
+    ``cached_tokens`` (prompt tokens the prefix cache served) goes in ``usage.prompt_tokens_details``."""
     for choice in choices:
         if choice.finish_reason not in FINISH_REASONS:
             raise LifecycleError(f"Unknown finish_reason {shown(choice.finish_reason)}.", "finish_reason", "invalid_value")
@@ -77,8 +79,14 @@ def completion_body(
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            **({} if cached_tokens is None else {"prompt_tokens_details": cached_details(cached_tokens)}),
         },
     }
+
+
+def cached_details(cached_tokens: int) -> dict:
+    """``usage.prompt_tokens_details`` as OpenAI reports it: how many prompt tokens came from the cache."""
+    return {"cached_tokens": _count("cached_tokens", cached_tokens)}
 
 
 def build_response(

@@ -21,7 +21,7 @@ from lifecycle import stream as streaming
 from lifecycle.logprobs import logprobs_content
 from lifecycle.model import LoadedModel
 from lifecycle.server.chat_request import ChatRequest, sampling_settings
-from lifecycle.server.completion import Choice, completion_body, new_completion_id
+from lifecycle.server.completion import Choice, cached_details, completion_body, new_completion_id
 from lifecycle.server.errors import ApiError, error_envelope
 from lifecycle.server.exchange import Exchange
 from lifecycle.tools import read_output
@@ -131,7 +131,8 @@ class GenerationJob:
     def _body(self, results: list[generation.Generation], completion_tokens: int) -> dict:
         choices = [self._choice(result) for result in results]
         self.exchange.finish_reason = choices[0].finish_reason
-        return completion_body(self.completion_id, self.chat.model, choices, len(self.prompt_ids), completion_tokens)
+        return completion_body(self.completion_id, self.chat.model, choices, len(self.prompt_ids), completion_tokens,
+                               cached_tokens=self.timings.get("cached_tokens", 0))
 
     def _choice(self, result: generation.Generation) -> Choice:
         """One choice: its text, or the tool call read out of it (finish_reason "tool_calls")."""
@@ -160,7 +161,10 @@ class GenerationJob:
                 data, sse = event.data, event.sse
                 if data is not None and "usage" in data:
                     if data["usage"]:
-                        self._usage(data["usage"])
+                        usage = {**data["usage"], "prompt_tokens_details": cached_details(self.timings.get("cached_tokens", 0))}
+                        data = {**data, "usage": usage}
+                        sse = streaming.sse_line(data)
+                        self._usage(usage)
                     if not self.chat.include_usage:
                         if not data.get("choices"):
                             continue
