@@ -3,12 +3,12 @@ while its pages' insides (inspection pass) still run on its own copy of the weig
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import pytest
 
 from bench.sessions import AppServer, visit
+from tests.conftest import run_coroutine
 from lifecycle.engine.remote import RemoteEngine, remote_engine
 from lifecycle.errors import LifecycleError
 from lifecycle.server.calllog import CallLog, default_call_log_path
@@ -43,7 +43,7 @@ def test_a_second_app_serves_its_pages_from_the_remote(app_url, api_key, loaded)
     before = {record.id for record in log.recent(500)}
     env = {"LIFECYCLE_ENGINE_URL": f"{app_url}/v1", "LIFECYCLE_ENGINE_KEY": api_key}
     with AppServer(env) as second:
-        page = asyncio.run(visit(second.url, "detokenization", {"prompt": PROMPT, "temperature": 0, "max_tokens": 24}))
+        page = run_coroutine(visit(second.url, "detokenization", {"prompt": PROMPT, "temperature": 0, "max_tokens": 24}))
     assert page.finished and not page.exceptions and not page.errors, page
     assert expected.text in page.texts  # the raw content the second app shows came from the remote
     calls = [record for record in log.recent(500) if record.id not in before]

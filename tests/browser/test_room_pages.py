@@ -59,8 +59,8 @@ def test_live_calls_shows_the_batch_while_sessions_generate(app_url, api_key, pa
 
     def call(n: int) -> None:
         reply = httpx.post(f"{app_url}/v1/chat/completions", timeout=300, headers={"authorization": f"Bearer {api_key}"},
-                   json={"model": model, "max_tokens": 60, "temperature": 0,
-                         "messages": [{"role": "user", "content": f"Count to {20 + n} in words ({width})."}]})
+                   json={"model": model, "max_tokens": 200, "temperature": 0,  # long enough to outlast a slow page load
+                         "messages": [{"role": "user", "content": f"Count from 1 to {300 + n} in words ({width})."}]})
         assert reply.status_code == 200, reply.text[:300]
 
     callers = [threading.Thread(target=call, args=(n,)) for n in range(4)]

@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
 from bench.sessions import class_prompts, missing_title, room, visit
+from tests.conftest import run_coroutine
 
 pytestmark = pytest.mark.browser
 
 
 def test_a_session_opens_the_page_it_asks_for_and_waits_until_it_is_finished(app_url):
-    result = asyncio.run(visit(app_url, "next-token", {"prompt": "Why is salt salty?", "max_tokens": 4}))
+    result = run_coroutine(visit(app_url, "next-token", {"prompt": "Why is salt salty?", "max_tokens": 4}))
     assert result.finished and result.runs >= 1, result
     assert result.headings[0] == "Next token" and "Top 15 candidates" in result.headings
     assert not result.exceptions and not result.errors and not missing_title(result)
 
 
 def test_an_error_box_on_the_page_is_reported(app_url):
-    result = asyncio.run(visit(app_url, "next-token", {"prompt": "word " * 4000, "max_tokens": 4}))
+    result = run_coroutine(visit(app_url, "next-token", {"prompt": "word " * 4000, "max_tokens": 4}))
     assert result.finished and not result.exceptions
     assert any("tokens" in error for error in result.errors), result.errors
 
 
 def test_concurrent_sessions_with_distinct_prompts_all_finish(app_url):
     prompts = class_prompts(3)
-    visits = asyncio.run(room(app_url, "generation", prompts, {"max_tokens": 3}))
+    visits = run_coroutine(room(app_url, "generation", prompts, {"max_tokens": 3}))
     assert [v.prompt for v in visits] == prompts and len(set(prompts)) == 3
     assert all(v.finished and not v.exceptions and not v.errors and not missing_title(v) for v in visits)
