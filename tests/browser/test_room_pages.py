@@ -72,9 +72,9 @@ def test_live_calls_shows_the_batch_while_sessions_generate(app_url, api_key, pa
     expect(section).to_be_visible()
     batch = page.get_by_test_id("stMetric").filter(has_text="In the batch now")
     expect(batch).to_contain_text(re.compile(r"In the batch now\s*[1-9]"), timeout=60_000)
-    page.locator(".st-key-engine_timeline").scroll_into_view_if_needed()
+    # The section redraws every second, so its elements come and go: no scrolling to one of them.
     page.wait_for_function(CHARTS_DRAWN)
-    page.screenshot(path=screenshots / f"room-live-calls-engine-{width}.png")
+    page.screenshot(path=screenshots / f"room-live-calls-engine-{width}.png", full_page=True)
     for caller in callers:
         caller.join(300)
     assert page.locator(EXCEPTION).count() == 0
