@@ -103,7 +103,8 @@ def test_every_page_is_legible(app_url, sized_page, screenshots, stage):
 def _presenter_cases():
     for stage, name in zip(PAGES, PAGE_IDS):
         reason = NOT_YET_PRESENTED.get(name)
-        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+        # Not strict: how far down the main visual starts depends on live content (the engine panel, a game round).
+        marks = [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
         yield pytest.param(stage, marks=marks, id=name)
 
 
