@@ -10,30 +10,16 @@ import math
 
 import openai
 import pytest
-from openai import AsyncOpenAI, OpenAI
+from openai import AsyncOpenAI
 
 from lifecycle import stream as streaming
 from tests.conftest import run_coroutine
-from tests.test_api import KEY, make_server, serve
+from tests.sdk_server import api_server, base_url, sdk  # noqa: F401 (fixtures)
+from tests.test_api import KEY
 
 CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
 REPEAT = [{"role": "user", "content": "List the days of the week, each one twice."}]
 
-
-@pytest.fixture(scope="module")
-def api_server(loaded, tmp_path_factory):
-    return make_server(tmp_path_factory.mktemp("contract"))
-
-
-@pytest.fixture(scope="module")
-def base_url(api_server):
-    with serve(api_server) as url:
-        yield url + "/v1"
-
-
-@pytest.fixture
-def sdk(base_url) -> OpenAI:
-    return OpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=120)
 
 
 def greedy(sdk, loaded, messages, **fields):

@@ -3,7 +3,6 @@ and ``responses.stream``, sync and async, on the real server and model."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import httpx
@@ -13,25 +12,11 @@ from openai import AsyncOpenAI, OpenAI
 from pydantic import BaseModel
 
 from tests.conftest import run_coroutine
+from tests.sdk_server import api_server, base_url, sdk  # noqa: F401 (fixtures)
 from tests.test_api import KEY, make_server, serve
 
 QUESTION = "What is the capital of France?"
 
-
-@pytest.fixture(scope="module")
-def api_server(loaded, tmp_path_factory):
-    return make_server(tmp_path_factory.mktemp("responses"))
-
-
-@pytest.fixture(scope="module")
-def base_url(api_server):
-    with serve(api_server) as url:
-        yield url + "/v1"
-
-
-@pytest.fixture
-def sdk(base_url) -> OpenAI:
-    return OpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=120)
 
 
 def test_create_answers_like_the_chat_endpoint(sdk, loaded):
