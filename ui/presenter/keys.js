@@ -11,7 +11,12 @@
   const link = (prefix) => [...document.querySelectorAll('[data-testid="stPageLink"] a')]
     .find((anchor) => anchor.innerText.includes(`${prefix} `));
   const scroller = () => document.querySelector('[data-testid="stMain"]') || document.scrollingElement;
-  const go = (prefix) => { const target = link(prefix); if (target) target.click(); };
+  // A key pressed while the page is still drawing waits for its stage link (up to 10 s).
+  const go = (prefix, tries = 50) => {
+    const target = link(prefix);
+    if (target) target.click();
+    else if (tries > 0) setTimeout(() => go(prefix, tries - 1), 200);
+  };
   document.addEventListener("keydown", (event) => {
     if (!presenting() || event.altKey || event.ctrlKey || event.metaKey || typing(event.target)) return;
     const main = scroller();
