@@ -25,7 +25,14 @@ from lifecycle.detokenize import IncrementalDetokenizer
 from lifecycle.engine import EngineRequest, current_origin, shared_engine
 from lifecycle.vocabulary import token_bytes, token_display
 from lifecycle.errors import LifecycleError
-from lifecycle.sampling import SampledDistribution, SamplingSettings, TokenCandidate, apply_sampling, choose_token
+from lifecycle.sampling import (
+    SampledDistribution,
+    SamplingSettings,
+    TokenCandidate,
+    apply_sampling,
+    choose_token,
+    top_ids,
+)
 
 ALTERNATIVES = 5
 TOP_LOGPROBS = 20  # OpenAI's maximum top_logprobs; every step keeps this many of the model's best
@@ -320,8 +327,7 @@ def _logprob(probability: float) -> float:
 
 def top_logprobs(base_probs: np.ndarray, vocabulary, k: int = TOP_LOGPROBS) -> list[TokenLogprob]:
     """The model's k most likely tokens with their log-probabilities, most likely first."""
-    pool = np.argpartition(-base_probs, k)[:k]
-    ranked = pool[np.lexsort((pool, -base_probs[pool]))]
+    ranked = top_ids(base_probs, k)
     return [TokenLogprob(int(i), vocabulary.of(int(i)), _logprob(base_probs[i])) for i in ranked]
 
 
@@ -331,7 +337,7 @@ def alternatives(
     """The k best tokens by final probability, ties (e.g. every token greedy decoding removed) broken
     by the model's base probability; the chosen token is always included (replacing the k-th)."""
     final, base = distribution.final_probs, distribution.base_probs
-    pool = np.unique(np.concatenate([np.argpartition(-final, k)[:k], np.argpartition(-base, k)[:k]]))
+    pool = np.unique(np.concatenate([top_ids(final, k), top_ids(base, k)]))
     ranked = [int(i) for i in pool[np.lexsort((pool, -base[pool], -final[pool]))][:k]]
     if chosen not in ranked:
         ranked[-1] = chosen

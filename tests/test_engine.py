@@ -323,3 +323,15 @@ def test_fused_weights_stay_ordinary_parameters_when_built_in_inference_mode(loa
     layers[1](x).sum().backward()  # raised "Inference tensors cannot be saved for backward" before
     assert torch.equal(fused[3:], layers[1].weight) and x.grad is not None
     assert not any(p.is_inference() for p in loaded.model.parameters())
+
+
+def test_the_engines_matrix_product_equals_f_linear_on_the_models_weights(loaded):
+    from lifecycle.engine.llama import matrix_product
+
+    product = matrix_product()
+    stack = shared_engine(loaded).stack
+    for rows in (1, 2, 30):
+        x = torch.randn(rows, stack.hidden, generator=torch.Generator().manual_seed(rows))
+        for weight in (stack.blocks[0].qkv, stack.lm_head):
+            expected = torch.nn.functional.linear(x, weight)
+            assert torch.allclose(product(x, weight, None), expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))

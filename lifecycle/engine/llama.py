@@ -6,6 +6,11 @@ weights are read once per step however many requests share it. Attention alone i
 (torch SDPA with grouped-query attention) against that request's own preallocated KV tensor.
 Logits are computed only at the positions that need them.
 
+The matrix products go through oneDNN (PyTorch's ``mkldnn`` linear) where this PyTorch build has
+it: at one to a few tokens a step (decoding) MKL's sgemm, behind ``F.linear``, reads the weights
+at about half the speed on this machine's CPU (measured: the model's products for one token took
+39 ms with oneDNN against 60 ms, for two tokens 41 against 116 ms).
+
 The query/key/value and gate/up projections are fused into one matrix each, and the Hugging Face
 modules' parameters are re-pointed to views of those fused matrices, so the weights exist once
 in memory and the Hugging Face model (used for the inspection passes) still computes with them.
@@ -15,6 +20,8 @@ Every fact (sizes, heads, RoPE, norm epsilon, tied head) comes from the loaded m
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -98,6 +105,7 @@ class LlamaStack:
         self.lm_bias = head.bias
         self.cos, self.sin = _rope_tables(inner.rotary_emb, self.max_positions)
         self.blocks = [_fuse_block(layer) for layer in inner.layers]
+        self.linear = matrix_product()
 
     def new_cache(self, capacity: int) -> KVCache:
         """A cache of its own (outside any pool) for ``capacity`` positions."""
@@ -130,7 +138,7 @@ class LlamaStack:
         attn = torch.empty(total, h * hd)
         for index, block in enumerate(self.blocks):
             y = F.rms_norm(x, (self.hidden,), block.attn_norm, self.eps)
-            qkv = F.linear(y, block.qkv, block.qkv_bias)
+            qkv = self.linear(y, block.qkv, block.qkv_bias)
             qk = qkv[:, :qk_width].view(total, h + kv, hd)
             rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
             qk = qk * cos + rotated * sin
@@ -153,18 +161,18 @@ class LlamaStack:
                     enable_gqa=True,
                 )
                 attn[a:b] = out[0].transpose(0, 1).reshape(b - a, h * hd)
-            x = x + F.linear(attn, block.o, block.o_bias)
+            x = x + self.linear(attn, block.o, block.o_bias)
             y = F.rms_norm(x, (self.hidden,), block.mlp_norm, self.eps)
-            gate_up = F.linear(y, block.gate_up, block.gate_up_bias)
+            gate_up = self.linear(y, block.gate_up, block.gate_up_bias)
             gate, up = gate_up.chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, block.down, block.down_bias)
+            x = x + self.linear(F.silu(gate) * up, block.down, block.down_bias)
         for seg in segments:
             seg.cache.length = seg.start + len(seg.ids)
         last = [b - 1 for seg, (_, b) in zip(segments, bounds) if seg.wants_logits]
         if not last:
             return torch.empty(0, self.lm_head.shape[0])
         y = F.rms_norm(x[last], (self.hidden,), self.norm, self.eps)
-        return F.linear(y, self.lm_head, self.lm_bias)
+        return self.linear(y, self.lm_head, self.lm_bias)
 
 
 @dataclass(frozen=True)
@@ -267,6 +275,27 @@ def _fuse_block(layer) -> _Block:
         down=mlp.down_proj.weight.detach(),
         down_bias=None if mlp.down_proj.bias is None else mlp.down_proj.bias.detach(),
     )
+
+
+Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+
+
+def matrix_product() -> Linear:
+    """``x @ weight.T + bias`` for a [T, in] ``x``: oneDNN's linear when this PyTorch has it and it agrees
+    with ``F.linear`` on a probe, else ``F.linear``."""
+    try:
+        onednn = torch.ops.mkldnn._linear_pointwise
+        with torch.inference_mode():
+            x, weight, bias = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5)
+            if not torch.allclose(onednn(x, weight, bias, "none", [], ""), F.linear(x, weight, bias), atol=1e-5):
+                return F.linear
+    except (AttributeError, RuntimeError):
+        return F.linear
+
+    def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return onednn(x, weight, bias, "none", [], "")
+
+    return linear
 
 
 def _rope_tables(rotary, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
