@@ -8,7 +8,6 @@ from charts.tokenization import (
     language_token_chart,
     token_chips_html,
     tokenizer_count_chart,
-    visible_whitespace,
 )
 from lifecycle.tokenize import Token
 
@@ -20,10 +19,6 @@ def token(text: str, token_id: int, raw: bytes | None = None, special: bool = Fa
 
 def chips(html: str) -> list[str]:
     return re.findall(r'<span class="token-chip".*?</span>', html)
-
-
-def test_whitespace_is_drawn_visibly():
-    assert visible_whitespace(" a\tb\nc\r") == "␣a⇥b↵c␍"
 
 
 def test_chip_text_and_title_are_escaped():

@@ -5,6 +5,7 @@ import pytest
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.generate import generate
 from lifecycle.sampling import SamplingSettings
+from lifecycle.vocabulary import show_token
 
 PROMPT = "Write a long poem about the sea."
 GREEDY = SamplingSettings(temperature=0.0, seed=42)  # the sidebar's other defaults: every filter off
@@ -33,13 +34,16 @@ def test_next_token_and_run_to_the_end_reveal_the_real_generation(run_page, orig
     app = run_page("generation", **SETTINGS)
     assert not app.exception and not app.error
     assert list(table(app)["Id"]) == original.token_ids[:1]
-    assert list(table(app)["Token"]) == [repr(original.steps[0].text)]
+    assert list(table(app)["Token"]) == [show_token(original.steps[0].text)]
     click(app, "Next token")
     assert list(table(app)["Id"]) == original.token_ids[:2]
     click(app, "Run to the end")
     assert not app.exception
     assert list(table(app)["Id"]) == original.token_ids
     assert list(table(app)["Probability"]) == [f"{s.probability:.1%}" for s in original.steps]
+    assert list(table(app)["Token"]) == [show_token(s.text) for s in original.steps]
+    first_alternatives = table(app)["Top 5 alternatives"][0].split(" · ")
+    assert first_alternatives == [f"{show_token(c.text)} {c.probability:.0%}" for c in original.steps[0].alternatives]
     assert original.finish_reason == "length"  # 6 tokens cannot finish a long poem
     assert any("finish_reason: **length**" in w.value for w in app.warning)
 

@@ -7,6 +7,7 @@ import pytest
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward, token_text
 from lifecycle.sampling import next_token_distribution
+from lifecycle.vocabulary import show_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"
@@ -24,10 +25,10 @@ def test_candidates_entropy_and_greedy_match_the_model(run_page, expected):
     top = expected.top(15)
     bars = plotly_figure(app, "next_token_bars").data[0]
     np.testing.assert_allclose(bars.x, [c.probability for c in top], rtol=1e-4)
-    assert bars.y[0] == f"#1 {top[0].text!r}"
+    assert list(bars.y[:3]) == [f"#{c.rank} {show_token(c.text)}" for c in top[:3]]
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
     assert metrics["Entropy"] == f"{expected.entropy_bits:.2f} bits"
-    assert metrics["Greedy decoding picks"] == repr(top[0].text)
+    assert metrics["Greedy decoding picks"] == show_token(top[0].text)
     assert f"**{top[0].probability:.1%}**" in app.markdown[1].value
 
 

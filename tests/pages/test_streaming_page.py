@@ -1,11 +1,12 @@
 """Streaming page: the recorded frames, their timing figures, the live stream and the usage chunk."""
 
-import ast
 import json
 
 import pytest
 
 from lifecycle.context import Conversation, render_prompt
+from lifecycle.stream import delta_content, event_data, frame_kind
+from lifecycle.vocabulary import show_token
 
 PROMPT = "Say hi."
 MAX_TOKENS = 3
@@ -20,6 +21,13 @@ def page(loaded):
 
 def _frames(app):
     return next(frame.value for frame in app.dataframe if "Kind" in frame.value.columns)
+
+
+def _wire_deltas(app) -> list[str]:
+    """The content deltas of the recorded stream, read from the raw SSE the page prints."""
+    wire = next(code.value for code in app.code if code.value.startswith("data: {"))
+    frames = [frame for frame in wire.split("\n\n") if frame.strip()]
+    return [delta_content(event_data(frame)) for frame in frames if frame_kind(frame + "\n\n") == "content"]
 
 
 def _chart(app, key):
@@ -53,7 +61,9 @@ def test_ttft_and_gaps_are_the_frames_own_timestamps(page):
 
 
 def test_stream_it_live_streams_the_same_greedy_answer(page):
-    recorded = "".join(ast.literal_eval(d) for d in _frames(page)["Content delta"] if d)
+    deltas = _wire_deltas(page)
+    assert [d for d in _frames(page)["Content delta"] if d] == [show_token(d) for d in deltas]
+    recorded = "".join(deltas)
     button = next(b for b in page.button if b.label == "Stream it live")
     app = button.click().run()
     assert not app.exception and not app.error
