@@ -58,3 +58,22 @@ def test_split_character_example_shows_held_back_bytes(page, loaded):
     assert "".join(s.emitted for s in steps) == EMOJI
     assert list(example["Emitted"]) == [show_token(s.emitted) for s in steps]
     assert list(example["Token alone"]) == [show_token(s.bytes) for s in steps]
+
+
+def test_lesson_counts_ids_bytes_characters_and_usage_of_this_answer(page, loaded):
+    from lifecycle.context import Conversation, render_prompt
+    from lifecycle.generate import generate
+    from lifecycle.sampling import SamplingSettings
+    from lifecycle.vocabulary import token_bytes
+
+    prompt_ids = render_prompt(Conversation(new_message=PROMPT)).ids
+    generation = generate(loaded, prompt_ids, SamplingSettings(temperature=0.0), MAX_TOKENS)
+    vocabulary = token_bytes(loaded)
+    content_bytes = sum(len(vocabulary.of(i)) for i in generation.token_ids if i not in vocabulary.special)
+    lesson = next(m.value for m in page.markdown if "The model never produces text" in m.value)
+    assert f"it produced **{len(generation.token_ids)} token ids**" in lesson
+    assert f"(**{content_bytes} bytes** of content in all)" in lesson
+    assert f"**{len(generation.text):,} characters**" in lesson and f"**{generation.finish_reason}**" in lesson
+    total = len(prompt_ids) + generation.completion_tokens
+    assert (f"usage of **{total} tokens** ({len(prompt_ids)} prompt + {generation.completion_tokens} completion)"
+            in lesson)

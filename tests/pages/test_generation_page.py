@@ -95,3 +95,18 @@ def test_the_answer_is_highlighted_by_its_logprobs(run_page, loaded):
     assert len(bar.marker.color) == len(steps)
     # the same greedy run (batched runs may differ in the last float digits)
     assert np.allclose(bar.marker.color, [math.exp(s.logprob) for s in steps], rtol=1e-3)
+
+
+def test_lesson_counts_this_runs_steps_and_says_why_it_stopped(run_page, prompt_ids, original):
+    import re
+
+    app = run_page("generation", **SETTINGS)
+    click(app, "Run to the end")
+    lesson = next(m.value for m in app.markdown if "one per step" in m.value)
+    assert f"it produced **{len(original.steps)} tokens, one per step**" in lesson
+    assert f"First the **{len(prompt_ids)} prompt tokens** ran through the model in one pass" in lesson
+    assert f"It stopped because it reached max_tokens = 6 (finish_reason **{original.finish_reason}**)" in lesson
+    per_step = float(re.search(r"\((\d+) ms per step on average\)", lesson).group(1))
+    assert per_step == pytest.approx(table(app)["Time (ms)"].mean(), abs=1.0)  # the mean of the table's times
+    prefill = re.search(r"the prefill, (\d+) ms\)", lesson).group(1)
+    assert any(f"({prefill} ms for the {len(prompt_ids)} prompt tokens)" in c.value for c in app.caption)

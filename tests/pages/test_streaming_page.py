@@ -80,3 +80,15 @@ def test_without_include_usage_there_is_no_usage_chunk(loaded):
     assert not app.exception and not app.error
     assert list(_frames(app)["Kind"]) == ["role", "content", "content", "finish", "done"]
     assert any("no usage chunk" in i.value for i in app.info)
+
+
+def test_lesson_counts_the_frames_drawn_in_the_table(page):
+    import re
+
+    frames = _frames(page)
+    lesson = next(m.value for m in page.markdown if "server-sent events" in m.value)
+    assert f"**{len(frames)} server-sent events**" in lesson
+    assert f"**{MAX_TOKENS} content deltas**" in lesson and ", a usage chunk" in lesson
+    assert f"the prefill of {len(render_prompt(Conversation(new_message=PROMPT)).ids)} prompt tokens" in lesson
+    ttft = float(re.search(r"reached the client after \*\*([\d,.]+) ms\*\*", lesson).group(1).replace(",", ""))
+    assert ttft == pytest.approx(frames[frames["Kind"] == "content"]["At (ms)"].iloc[0], abs=1)
