@@ -33,13 +33,20 @@ def test_bytes_of_a_split_character_are_written_in_hex():
     assert show_token(crab) == "🦀" and show_token(" é".encode()) == "␣é"
 
 
+def test_invisible_characters_are_written_as_code_points():
+    assert show_token("\u200d") == "<U+200D>"  # o200k_base's id 2524, a zero-width joiner: a blank chip before
+    assert show_token("\u00a0") == "<U+00A0>" and show_token("\ufeff") == "<U+FEFF>"
+    assert show_token(" \u2764\ufe0f") == "␣\u2764<U+FE0F>"  # the emoji's variation selector is a code point of its own
+    assert show_token("caf\u00e9 \U0001F44B\U0001F3FD") == "caf\u00e9␣\U0001F44B\U0001F3FD"  # visible ones stay
+
+
 def test_bytes_and_text_of_a_whole_token_show_the_same():
     assert show_token(b" the\n") == show_token(" the\n") == "␣the↵"
     assert show_token(b"") == EMPTY_TOKEN
 
 
 def test_the_notation_sentence_names_every_mark():
-    for mark in ("␣", "↵", "⇥", "<0xE2>", EMPTY_TOKEN, "<|im_end|>"):
+    for mark in ("␣", "↵", "⇥", "<0xE2>", "<U+200D>", EMPTY_TOKEN, "<|im_end|>"):
         assert mark in TOKEN_NOTATION
 
 
