@@ -22,7 +22,7 @@ ENCODING_LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o
 _CHIP_STYLE = (
     "display:inline-block;margin:2px 1px;padding:1px 5px;border-radius:4px;"
     "font-family:ui-monospace,monospace;font-size:16px;line-height:1.3;text-align:center;"
-    "white-space:pre;vertical-align:top;"
+    "white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;box-sizing:border-box;vertical-align:top;"
 )
 
 
