@@ -18,6 +18,7 @@ from lifecycle.context import ContextBudget, ContextSegment
 from lifecycle.server.calllog import CallRecord
 from lifecycle.serving import LiveCall
 from lifecycle.stream import delta_content, event_data, frame_kind
+from lifecycle.vocabulary import show_token
 
 # What a frame carries, in the order a well-formed stream sends them; one colour (and marker) each.
 FRAME_KINDS = ("role", "content", "finish", "usage", "done", "error", "other")
@@ -34,7 +35,8 @@ KIND_STYLES = {
 
 def frame_rows(frames: Sequence[Mapping]) -> list[dict]:
     """One row per frame: number, arrival (ms after the request arrived), gap to the previous
-    frame (ms), kind, the delta's text, finish_reason, and the frame exactly as sent."""
+    frame (ms), kind, the delta's text (as every page writes a token), finish_reason, and the frame
+    exactly as sent (raw SSE, deliberately not rewritten)."""
     rows, previous = [], None
     for number, frame in enumerate(frames, start=1):
         at, sse = float(frame["at"]), str(frame["sse"])
@@ -46,7 +48,7 @@ def frame_rows(frames: Sequence[Mapping]) -> list[dict]:
             "at (ms)": round(at * 1000, 1),
             "gap (ms)": None if previous is None else round((at - previous) * 1000, 1),
             "kind": frame_kind(sse),
-            "content": delta_content(data),
+            "content": show_token(delta_content(data)) if frame_kind(sse) == "content" else "",
             "finish_reason": finish,
             "sent": sse.rstrip("\n"),
         })

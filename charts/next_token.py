@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from charts.sampling import token_label
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.sampling import TokenCandidate
 
@@ -20,7 +21,7 @@ def candidate_bars(candidates: Sequence[TokenCandidate], scale: str = "probabili
     if scale not in ("probability", "logprob"):
         raise ValueError(f"scale must be 'probability' or 'logprob', got {scale!r}")
     values = [c.probability if scale == "probability" else c.logprob for c in candidates]
-    labels = [f"#{c.rank} {c.text!r}" for c in candidates]
+    labels = [f"#{c.rank} {token_label(c.text)}" for c in candidates]
     text = [f"{v:.1%}" if scale == "probability" else f"{v:.2f}" for v in values]
     figure = go.Figure(
         go.Bar(

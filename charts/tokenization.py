@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.tokenize import Token
-from lifecycle.vocabulary import VISIBLE_WHITESPACE
+from lifecycle.vocabulary import show_token
 
 CHIP_TINTS = ("#D6EAF8", "#FCE5B6")  # light sky blue / light orange (Okabe-Ito tints)
 SPECIAL_CHIP = "#000000"
@@ -22,13 +22,8 @@ ENCODING_LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o
 _CHIP_STYLE = (
     "display:inline-block;margin:2px 1px;padding:1px 5px;border-radius:4px;"
     "font-family:ui-monospace,monospace;font-size:16px;line-height:1.3;text-align:center;"
-    "white-space:pre;vertical-align:top;"
+    "white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;box-sizing:border-box;vertical-align:top;"
 )
-
-
-def visible_whitespace(text: str) -> str:
-    """``text`` with spaces, newlines, tabs and carriage returns drawn as ␣ ↵ ⇥ ␍ (lifecycle.vocabulary's notation)."""
-    return text.translate(VISIBLE_WHITESPACE)
 
 
 def _chip(token: Token, position: int) -> str:
@@ -40,7 +35,7 @@ def _chip(token: Token, position: int) -> str:
     else:
         border = "2px dashed #D55E00" if token.partial else "1px solid #888888"
         colours = f"background:{CHIP_TINTS[position % 2]};color:#111111;border:{border};"
-    text = html.escape(visible_whitespace(token.text))
+    text = html.escape(show_token(token.text))
     chip = (
         f'<span class="token-chip" title="{title}" style="{_CHIP_STYLE}{colours}">{text}'
         f'<br><small style="font-size:12px;opacity:0.8">{token.id}</small></span>'

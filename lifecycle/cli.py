@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from lifecycle.errors import LifecycleError
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING
+from lifecycle.vocabulary import show_token
 
 TOP_CANDIDATES = 10
 URL_ENV, KEY_ENV = "LIFECYCLE_URL", "LIFECYCLE_API_KEY"
@@ -216,7 +217,7 @@ def journey_report(journey) -> dict:
 
 def _summary(journey) -> str:
     gen, budget, metrics = journey.generation, journey.budget, journey.stream_metrics
-    top = ", ".join(f"{c.text!r} {c.probability:.1%}" for c in journey.next_token.top(5))
+    top = ", ".join(f"{show_token(c.text)} {c.probability:.1%}" for c in journey.next_token.top(5))
     usage = journey.response["usage"]
     return "\n".join(
         [

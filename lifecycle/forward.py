@@ -24,6 +24,7 @@ from lifecycle.engine import shared_engine
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel
 from lifecycle.sampling import TokenCandidate, entropy_bits, top_candidates
+from lifecycle.vocabulary import token_bytes, token_display
 
 # All requested attention matrices together may use at most this much (float32).
 ATTENTION_BUDGET_BYTES = 256 * 1024 * 1024
@@ -192,9 +193,8 @@ def _logit_lens(loaded: LoadedModel, lens_logits: np.ndarray, top_k: int) -> lis
 
 
 def token_text(loaded: LoadedModel, token_id: int) -> str:
-    """One token's decoded text, as the model's tokenizer renders it alone."""
-    with loaded.tokenizer_lock:
-        return loaded.tokenizer.decode([int(token_id)])
+    """One token's text from its exact bytes: a stray byte of a split character reads ``<0xF0>``, never U+FFFD."""
+    return token_display(token_bytes(loaded).of(int(token_id)))
 
 
 def embed_words(loaded: LoadedModel, words: Sequence[str], leading_space: bool = True) -> np.ndarray:

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from lifecycle.journey import Journey
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, tokenize
+from lifecycle.vocabulary import TOKEN_NOTATION, show_token
 
 MAX_SHOWN_TOKENS = 80
 
@@ -54,12 +55,12 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
                        [("routed to", journey.model_name),
                         ("tokens a limiter reserves", f"{budget.prompt_tokens + (request.max_tokens or 0):,} "
                                                       "(prompt + max_tokens)")]),
-        HandoutSection("Tokenization", "The text becomes token ids from the model's vocabulary.",
+        HandoutSection("Tokenization", f"The text becomes token ids from the model's vocabulary. {TOKEN_NOTATION}",
                        [("characters", f"{len(user_tokens.text):,}"), ("tokens", f"{user_tokens.count:,}"),
                         ("characters per token", f"{len(user_tokens.text) / max(1, user_tokens.count):.2f}")]
                        + [(f"tokens with {name}", f"{tokenize(journey.input.prompt, name).count:,}")
                           for name in ENCODINGS if name != MODEL_ENCODING],
-                       literal=" | ".join(repr(t.text) for t in user_tokens.tokens[:MAX_SHOWN_TOKENS])
+                       literal=" | ".join(show_token(t.text) for t in user_tokens.tokens[:MAX_SHOWN_TOKENS])
                        + (" …" if user_tokens.count > MAX_SHOWN_TOKENS else "")),
         HandoutSection("Context window", "The chat template wraps every message in role markers; all of it, plus "
                        "the room reserved for the answer, must fit the window.",
@@ -76,7 +77,7 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
         HandoutSection("Attention", "Each position looks back at earlier tokens; each row of weights sums to 1.",
                        [("layers x heads", f"{layers} x {heads}"), ("tokens read", f"{len(prompt_ids):,}")]),
         HandoutSection("Next token", "The last position's scores become a probability for every vocabulary token.",
-                       [(f"#{c.rank} {c.text!r}", f"{c.probability:.1%}") for c in top]
+                       [(f"#{c.rank} {show_token(c.text)}", f"{c.probability:.1%}") for c in top]
                        + [("entropy", f"{journey.next_token.entropy_bits:.2f} bits")]),
         HandoutSection("Sampling", "Temperature, top-p, top-k and min-p reshape that distribution before a token is "
                        "drawn.",

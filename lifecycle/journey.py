@@ -49,6 +49,7 @@ from lifecycle.sampling import (
 )
 from lifecycle.stream import StreamEvent, StreamMetrics, stream_events, stream_metrics
 from lifecycle.tokenize import Tokenization, tokenize
+from lifecycle.vocabulary import show_token
 
 MAX_PROMPT_CHARS = 20_000
 # Eager attention on a 2-core CPU: ~4.5 s per pass at 1,024 tokens, ~25 s at 2,048. The journey
@@ -337,7 +338,7 @@ def answer(
     prefill = step_timings.get("prefill_seconds", 0.0)
     where = f" on the remote engine {remote.base_url}" if remote is not None else ""
     timings = [StageTiming("prefill", prefill, f"{len(rendered.ids)} prompt tokens in one pass{where}")]
-    timings += [StageTiming(f"decode {step.index + 1}", step.seconds, repr(step.text)) for step in steps]
+    timings += [StageTiming(f"decode {step.index + 1}", step.seconds, show_token(step.text)) for step in steps]
     generation = Generation.collect(rendered.ids, steps, prefill)
     clock = _Stopwatch()
     detokenized = clock.run("detokenization", lambda: detokenize(generation.token_ids, loaded))

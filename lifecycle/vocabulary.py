@@ -7,12 +7,14 @@ holds only part of a character is displayed with its stray bytes as ``<0xF0>`` (
 byte-fallback vocabularies), never as U+FFFD.
 
 ``show_token`` is the one way every page and chart writes a token: a space as ␣, a newline as ↵,
-a tab as ⇥, stray bytes as ``<0xF0>``, special tokens as they are named (``<|im_end|>``).
+a tab as ⇥, stray bytes as ``<0xF0>``, an invisible character (a zero-width joiner, a no-break
+space) as its code point ``<U+200D>``, special tokens as they are named (``<|im_end|>``).
 """
 
 from __future__ import annotations
 
 import threading
+import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -103,16 +105,27 @@ def token_display(data: bytes) -> str:
 
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 EMPTY_TOKEN = "∅"
+# Characters that draw nothing: format (zero-width joiner, BOM), control, and other space characters.
+INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Zs", "Zl", "Zp"})
 # The notation in one sentence, for the first page that shows tokens.
 TOKEN_NOTATION = ("␣ is a space, ↵ a newline, ⇥ a tab; <0xE2> is one byte of a character split across tokens; "
-                  "∅ a token with no text; special tokens keep their names, like <|im_end|>.")
+                  "<U+200D> an invisible character (here a zero-width joiner); ∅ a token with no text; "
+                  "special tokens keep their names, like <|im_end|>.")
 
 
 def show_token(text: str | bytes) -> str:
-    """A token as every page shows it: whitespace made visible (␣ ↵ ⇥ ␍), stray bytes as ``<0xF0>``.
+    """A token as every page shows it: whitespace made visible (␣ ↵ ⇥ ␍), stray bytes as ``<0xF0>``,
+    other invisible characters as their code points (``<U+200D>``).
 
     Special tokens keep their names (``<|im_end|>``); a token with no text at all shows as ∅.
     """
     if isinstance(text, bytes):
         text = token_display(text)
-    return text.translate(VISIBLE_WHITESPACE) if text else EMPTY_TOKEN
+    if not text:
+        return EMPTY_TOKEN
+    return "".join(_invisible_as_code_point(c) for c in text.translate(VISIBLE_WHITESPACE))
+
+
+def _invisible_as_code_point(char: str) -> str:
+    invisible = unicodedata.category(char) in INVISIBLE_CATEGORIES or 0xFE00 <= ord(char) <= 0xFE0F
+    return f"<U+{ord(char):04X}>" if invisible else char

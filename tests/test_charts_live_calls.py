@@ -115,3 +115,13 @@ def test_live_and_gateway_rows():
     assert gateway_rows(steps) == [
         {"step": "auth", "outcome": "refused", "status": 401, "at (ms)": 0.25, "detail": "Incorrect API key provided."}
     ]
+
+
+def test_content_deltas_are_written_as_every_page_writes_a_token():
+    chunk = lambda delta: "data: " + json.dumps({"choices": [{"index": 0, "delta": delta}]}) + "\n\n"  # noqa: E731
+    frames = [{"at": 0.1, "sse": chunk({"role": "assistant", "content": ""})},
+              {"at": 0.2, "sse": chunk({"content": " sky\n"})}, {"at": 0.3, "sse": "data: [DONE]\n\n"}]
+    rows = frame_rows(frames)
+    assert [row["content"] for row in rows] == ["", "␣sky↵", ""]
+    assert rows[1]["sent"] + "\n\n" == frames[1]["sse"]  # the frame itself stays exactly as sent
+    assert streamed_text(frames) == " sky\n"

@@ -19,7 +19,7 @@ def test_probability_bars_carry_the_candidates_in_rank_order():
     figure = candidate_bars(CANDIDATES, "probability")
     bar = figure.data[0]
     assert list(bar.x) == [0.6, 0.3, 0.1]
-    assert list(bar.y) == ["#1 ' blue'", "#2 ' red'", "#3 '\\n'"]
+    assert list(bar.y) == ["#1 ␣blue", "#2 ␣red", "#3 ↵"]
     assert list(bar.customdata) == [10, 11, 12]
     assert figure.layout.xaxis.title.text.startswith("Probability")
 

@@ -8,7 +8,6 @@ from charts.tokenization import (
     language_token_chart,
     token_chips_html,
     tokenizer_count_chart,
-    visible_whitespace,
 )
 from lifecycle.tokenize import Token
 
@@ -20,10 +19,6 @@ def token(text: str, token_id: int, raw: bytes | None = None, special: bool = Fa
 
 def chips(html: str) -> list[str]:
     return re.findall(r'<span class="token-chip".*?</span>', html)
-
-
-def test_whitespace_is_drawn_visibly():
-    assert visible_whitespace(" a\tb\nc\r") == "␣a⇥b↵c␍"
 
 
 def test_chip_text_and_title_are_escaped():
@@ -79,3 +74,8 @@ def test_tokenizer_count_chart_bars_equal_the_counts():
 def test_partial_token_with_a_space_before_its_bytes():
     found = chips(token_chips_html([token(" <0xE4><0xBD>", 5, raw=b" \xe4\xbd")], limit=1))
     assert "␣&lt;0xE4&gt;&lt;0xBD&gt;" in found[0]
+
+
+def test_an_invisible_token_gets_a_visible_chip():
+    found = chips(token_chips_html([token("\u200d", 2524), token("", 7)], limit=10))
+    assert ">&lt;U+200D&gt;<br>" in found[0] and ">∅<br>" in found[1]

@@ -9,8 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from charts.detokenization import bytes_per_token
+from charts.sampling import token_label
 from lifecycle.detokenize import DetokenizedStep, detokenize
-from lifecycle.vocabulary import token_display
+from lifecycle.vocabulary import show_token, token_display
 from lifecycle.stream import assemble
 from lifecycle.tokenize import encode_plain
 from ui.cache import answered_prompt
@@ -34,9 +35,9 @@ def _table(steps: list[DetokenizedStep]) -> pd.DataFrame:
         "Step": range(1, len(shown) + 1),
         "Id": [s.token_id for s in shown],
         "Bytes (hex)": [_hex(s.bytes) for s in shown],
-        "Token alone": [token_display(s.bytes) for s in shown],
+        "Token alone": [show_token(s.bytes) for s in shown],
         "Decoded alone (naive)": [s.bytes.decode("utf-8", errors="replace") for s in shown],
-        "Emitted": [("(special: not content)" if s.special else repr(s.emitted)) for s in shown],
+        "Emitted": [("(special: not content)" if s.special else show_token(s.emitted)) for s in shown],
         "Held back (hex)": [_hex(s.held) for s in shown],
         "Code points emitted": [" ".join(f"U+{ord(c):04X}" for c in s.emitted if not c.isascii()) for s in shown],
     })
@@ -44,7 +45,7 @@ def _table(steps: list[DetokenizedStep]) -> pd.DataFrame:
 
 def _chart(steps: list[DetokenizedStep], key: str) -> None:
     shown = steps[:CHART_TOKENS]
-    labels = [f"{i + 1}: {token_display(s.bytes)}" for i, s in enumerate(shown)]
+    labels = [f"{i + 1}: {token_label(token_display(s.bytes))}" for i, s in enumerate(shown)]
     st.plotly_chart(bytes_per_token(labels, [len(s.bytes) for s in shown], [len(s.held) for s in shown]), key=key, theme=None)
     if len(steps) > CHART_TOKENS:
         st.caption(f"The chart shows the first {CHART_TOKENS} of {len(steps)} tokens.")
@@ -95,7 +96,7 @@ def _split_example(loaded) -> None:
     st.markdown(
         f"The model's tokenizer cuts this text into **{len(ids)} tokens**; **{split}** of them end inside a "
         "character. Decoded alone, such a token is invalid UTF-8 (the naive column shows the replacement "
-        "character �); the detokenizer holds its bytes back and emits the character once it is complete."
+        "character �, while *Token alone* writes each stray byte in hex, like `<0xF0>`); the detokenizer holds its bytes back and emits the character once it is complete."
         if split else
         f"The model's tokenizer cuts this text into **{len(ids)} tokens**, none of which splits a character. "
         "Try an emoji or a rare CJK character."

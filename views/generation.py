@@ -11,6 +11,7 @@ import streamlit as st
 from charts.generation import alternatives_figure, steps_figure
 from charts.logprobs import steps_logprob_figure
 from lifecycle.generate import Generation, GenerationStep
+from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt, journey_results
 from ui.frame import lesson, show_text, stage_page
 from ui.settings import NUMBERS, JourneySettings
@@ -60,13 +61,13 @@ def _table(steps: list[GenerationStep], picked, greedy: bool) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "Step": [s.index + 1 for s in steps],
-            "Token": [repr(s.text) for s in steps],
+            "Token": [show_token(s.text) for s in steps],
             "Id": [s.token_id for s in steps],
             "Probability": [f"{s.probability:.1%}" for s in steps],
             "Model's probability (T=1)": [f"{s.base_probability:.1%}" for s in steps],
             "Time (ms)": [round(s.seconds * 1000, 1) for s in steps],
             "How chosen": [_how_chosen(s, picked, greedy) for s in steps],
-            "Top 5 alternatives": [" · ".join(f"{c.text!r} {c.probability:.0%}" for c in s.alternatives) for s in steps],
+            "Top 5 alternatives": [" · ".join(f"{show_token(c.text)} {c.probability:.0%}" for c in s.alternatives) for s in steps],
         }
     )
 
@@ -102,20 +103,20 @@ def _controls(total: int, revealed: int, branched: bool) -> None:
 def _step_detail(generation: Generation, revealed: int, picked, greedy: bool) -> None:
     shown = generation.steps[:revealed]
     chosen = st.selectbox("Look at step", [s.index for s in shown], index=len(shown) - 1,
-                          format_func=lambda i: f"{i + 1}: {shown[i].text!r}", key=f"generation_step_{revealed}")  # a new reveal shows the newest step
+                          format_func=lambda i: f"{i + 1}: {show_token(shown[i].text)}", key=f"generation_step_{revealed}")  # a new reveal shows the newest step
     step = shown[chosen]
     left, right = st.columns([3, 2])
     with left:
         st.plotly_chart(alternatives_figure(step), key="alternatives", theme=None)
     with right:
         st.markdown(f"**Step {step.index + 1}**, {_how_chosen(step, picked, greedy)}: the chosen token")
-        st.code(repr(step.text), language=None)
+        st.code(show_token(step.text), language=None)
         st.caption(f"id {step.token_id}, probability {step.probability:.1%} after sampling "
                    f"({step.base_probability:.1%} in the model's own distribution), {1000 * step.seconds:.1f} ms.")
         others = [c for c in step.alternatives if c.id != step.token_id]
         if others:
             alternative = st.radio("Continue from an alternative instead", others, key=f"generation_alternative_{step.index}",
-                                   format_func=lambda c: f"{c.text!r} ({c.probability:.1%})")
+                                   format_func=lambda c: f"{show_token(c.text)} ({c.probability:.1%})")
             st.button("Continue from here", on_click=_pick, args=(generation, step.index, alternative.id),
                       icon=":material/call_split:")
             st.caption("Reruns the loop with the steps before this one kept and this token forced here.")

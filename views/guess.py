@@ -8,6 +8,7 @@ from charts.embeddings import quoted
 from charts.next_token import candidate_bars
 from lifecycle.errors import LifecycleError
 from lifecycle.guess import POINTS_BY_RANK, round_options, score_guess, score_token
+from lifecycle.vocabulary import show_token
 from ui.cache import inspected_prompt
 from ui.frame import lesson, loaded_model, show_text, stage_page
 
@@ -45,7 +46,7 @@ def show_final(results: list) -> None:
     st.subheader("Final score", anchor=False)
     st.dataframe({
         "round": list(range(1, len(results) + 1)),
-        "your guess": [repr(r.token_text) for r in results],
+        "your guess": [show_token(r.token_text) for r in results],
         "rank": [r.rank for r in results],
         "probability": [f"{r.probability:.2%}" for r in results],
         "points": [r.points for r in results],
@@ -57,7 +58,7 @@ def ask(distribution, index: int, results: list) -> None:
     """The guess form; nothing about the distribution is on the page until the guess is locked in."""
     options = round_options(distribution, index)
     with st.form(f"guess_form_{index}"):
-        picked = st.pills("Pick one…", options, format_func=lambda i: repr(distribution.token_text(i)),
+        picked = st.pills("Pick one…", options, format_func=lambda i: show_token(distribution.token_text(i)),
                           key=f"guess_pick_{index}")
         typed = st.text_input("…or type your own guess", key=f"guess_text_{index}", max_chars=100,
                               help="A word is read as the token it starts with, with or without a leading space "

@@ -60,7 +60,7 @@ def _stage_lines(journey, model) -> dict[str, str]:
         "embeddings": f"{prompt_ids} vectors of {journey.forward.embeddings.shape[-1]} numbers",
         "attention": f"{model.num_layers} layers × {model.num_heads} heads; inspection pass "
                      f"{ms(time['inspection pass'])} (an extra pass this app runs for these views)",
-        "next-token": f"Top guess {literal(repr(top.text))} at {top.probability:.1%} of {model.vocab_size:,} tokens",
+        "next-token": f"Top guess {literal(show_token(top.text))} at {top.probability:.1%} of {model.vocab_size:,} tokens",
         "sampling": f"{journey.sampled.kept:,} of {model.vocab_size:,} tokens left in play after sampling",
         "generation": f"Prefill: {prompt_ids} tokens in {ms(generation.prefill_seconds)}. Decode: {steps} tokens, "
                       f"{ms(mean_step)} each on average ({generation.finish_reason})",

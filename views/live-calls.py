@@ -33,6 +33,7 @@ from lifecycle.server.keys import KEYS_ENV
 from lifecycle.server.routes import default_server
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.serving import live_calls, model_status
+from lifecycle.vocabulary import show_token, token_bytes
 from ui.deployment import local_only
 from ui.engine_state import engine_section
 from ui.frame import lesson, show_text, stage_page
@@ -147,7 +148,8 @@ def _recent_table(records: list[CallRecord]) -> None:
 
     st.dataframe(call_rows(records), hide_index=True, key="recent_calls", on_select=open_selected,
                  selection_mode="single-row")
-    st.caption(f"The newest {len(records)} calls you may see. Click a row, or pick its id below, to open it.")
+    newest = "The newest call" if len(records) == 1 else f"The newest {len(records)} calls"
+    st.caption(f"{newest} you may see. Click a row, or pick its id below, to open it.")
 
 
 def _pick_call(log: CallLog, records: list[CallRecord], reader: CallReader) -> CallRecord | None:
@@ -214,10 +216,10 @@ def _tokens(journey: dict) -> None:
     shown = ids[:TOKENS_SHOWN]
     if shown and is_loaded():
         loaded = shared_model()
-        with loaded.tokenizer_lock:
-            pieces = [loaded.tokenizer.decode([token_id]) for token_id in shown]
+        vocabulary = token_bytes(loaded)
+        pieces = [show_token(vocabulary.of(token_id)) for token_id in shown]
         st.dataframe(
-            [{"position": i, "id": token_id, "text": piece.replace("\n", "↵"), "special": i in special}
+            [{"position": i, "id": token_id, "text": piece, "special": i in special}
              for i, (token_id, piece) in enumerate(zip(shown, pieces))],
             hide_index=True, height=280,
         )

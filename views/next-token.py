@@ -6,6 +6,7 @@ import streamlit as st
 from charts.embeddings import quoted
 from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
+from lifecycle.vocabulary import show_token
 from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
 
@@ -54,11 +55,11 @@ with stage_page("next-token") as settings:
     entropy_col, greedy_col, first_col = st.columns(3)
     entropy_col.metric("Entropy", f"{dist.entropy_bits:.2f} bits",
                        help="0 bits = certain; log2(49,152) = 15.6 bits = every token equally likely.")
-    greedy_col.metric("Greedy decoding picks", repr(best.text), f"{best.probability:.1%}",
+    greedy_col.metric("Greedy decoding picks", show_token(best.text), f"{best.probability:.1%}",
                       delta_color="off", delta_arrow="off",
                       help=f"Token id {best.id}: the argmax, what temperature 0 always chooses.")
     if first:
-        first_col.metric("This run's first generated token", repr(first.text), f"id {first.token_id}",
+        first_col.metric("This run's first generated token", show_token(first.text), f"id {first.token_id}",
                          delta_color="off", delta_arrow="off")
     s = settings
     if answer is None:

@@ -34,6 +34,7 @@ from lifecycle.sampling import (
     stage_effects,
 )
 from lifecycle.tools import output_rules
+from lifecycle.vocabulary import show_token
 from ui.cache import prefilled_prompt
 from ui.frame import lesson, loaded_model, stage_page
 from ui.settings import NUMBERS, JourneySettings
@@ -49,6 +50,11 @@ PRESETS = {
     "Retrieval Q&A": 0.2,
     "Creative writing": 0.9,
 }
+SPLIT_CHARACTER_NOTE = (
+    "Tokens are written as on the Tokenization page: ␣ a space, ↵ a newline. A token like `<0xF0>` is one byte "
+    "of a character (an emoji, a Chinese character) that the vocabulary splits across tokens; it is a real "
+    "candidate, and the tokens after it complete the character."
+)
 SHOWN_TOKENS = 25
 DRAWN_TOKENS = 12
 DRAW_COUNTS = (100, 1000, 5000)
@@ -205,7 +211,7 @@ def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabul
     biasable = top_ids(np.exp(logits - logits.max()), BIAS_CHOICES)
     token_col, bias_col, presence_col, frequency_col = st.columns(4)
     token = token_col.selectbox("logit_bias token", [int(i) for i in biasable], key="api_bias_token",
-                                format_func=lambda i: f"{token_text(i)!r} (id {i})")
+                                format_func=lambda i: f"{show_token(token_text(i))} (id {i})")
     bias = bias_col.slider("logit_bias value", -MAX_LOGIT_BIAS, MAX_LOGIT_BIAS, 0.0, step=1.0, key="api_bias")
     presence = presence_col.slider("presence_penalty", -2.0, 2.0, 0.0, step=0.1, key="api_presence")
     frequency = frequency_col.slider("frequency_penalty", -2.0, 2.0, 0.0, step=0.1, key="api_frequency")
@@ -265,4 +271,5 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
 
 with stage_page("sampling") as settings:
     prepared, prefill = prefilled_prompt(settings)
+    st.caption(SPLIT_CHARACTER_NOTE)
     _what_if(settings, prefill.next_token.logits, prepared.rendered.ids, prefill.next_token.token_text)

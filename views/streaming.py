@@ -14,6 +14,7 @@ from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.engine import EngineFull
 from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.stream import StreamEvent, assemble, frame_kind, stream_completion, stream_metrics
+from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.text import ms
@@ -40,7 +41,7 @@ def _frames_table(events: list[StreamEvent]) -> pd.DataFrame:
         "At (ms)": [round(e.at * 1000, 1) for e in shown],
         "Since previous (ms)": [round((e.at - (shown[i - 1].at if i else 0.0)) * 1000, 1) for i, e in enumerate(shown)],
         "Kind": [event_kind(e) for e in shown],
-        "Content delta": [repr(_delta(e)) if event_kind(e) == "content" else "" for e in shown],
+        "Content delta": [show_token(_delta(e)) if event_kind(e) == "content" else "" for e in shown],
         "Bytes on the wire": [len(e.sse.encode()) for e in shown],
     })
 

@@ -14,6 +14,7 @@ from charts.structured import mask_figure
 from lifecycle.errors import LifecycleError
 from lifecycle.structured import StructuredRun, follow_call
 from lifecycle.tools import output_rules
+from lifecycle.vocabulary import show_token
 from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.settings import JourneySettings
@@ -87,7 +88,7 @@ def _lesson(run: StructuredRun) -> None:
 
 def _fragments(run: StructuredRun) -> None:
     st.subheader("What the stream sends", anchor=False)
-    rows = [{"step": s.index + 1, "token": s.token, "chunk delta": json.dumps(d, ensure_ascii=False),
+    rows = [{"step": s.index + 1, "token": show_token(s.token), "chunk delta": json.dumps(d, ensure_ascii=False),
              "arguments so far": s.arguments}
             for s in run.steps for d in s.deltas]
     st.dataframe(rows[:SHOWN_FRAGMENTS], hide_index=True, width="stretch")

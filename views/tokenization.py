@@ -3,11 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from lifecycle.vocabulary import TOKEN_NOTATION
-
 from charts.tokenization import ENCODING_LABELS, language_token_chart, token_chips_html, tokenizer_count_chart
 from lifecycle.context import render_messages
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, Tokenization, tokenize, tokenize_ids
+from lifecycle.vocabulary import TOKEN_NOTATION, show_token
 from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 
@@ -91,7 +90,7 @@ with stage_page("tokenization") as settings:
                 {
                     "position": range(min(mine.count, MAX_TABLE_ROWS)),
                     "id": [t.id for t in mine.tokens[:MAX_TABLE_ROWS]],
-                    "text": [t.text for t in mine.tokens[:MAX_TABLE_ROWS]],
+                    "text": [show_token(t.text) for t in mine.tokens[:MAX_TABLE_ROWS]],
                     "bytes (hex)": [t.bytes.hex(" ").upper() for t in mine.tokens[:MAX_TABLE_ROWS]],
                     "characters": [f"{t.start}–{t.end}" for t in mine.tokens[:MAX_TABLE_ROWS]],
                 }

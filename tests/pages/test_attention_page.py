@@ -61,3 +61,22 @@ def test_long_prompt_shows_what_was_cut(run_page):
     app = run_page("attention", prompt="word " * 150, temperature=0, max_tokens=1)
     assert not app.exception
     assert any("Showing the last 128 of" in i.value for i in app.info)
+
+
+def test_lesson_names_the_sink_and_the_strongest_look_back_of_this_prompt(run_page, loaded):
+    from lifecycle.forward import token_text
+
+    app = run_page("attention", prompt=PROMPT, temperature=0, max_tokens=2)
+    lesson = app.markdown[1].value.replace("\\", "")
+    ids = render_prompt(Conversation(new_message=PROMPT)).ids
+    every = run_forward(loaded, ids)  # every layer, all 36 tokens
+    weights = [every.attentions[layer] for layer in range(loaded.num_layers)]
+    on_first = [w[head, query, 0] for w in weights for head in range(w.shape[0]) for query in range(len(ids))]
+    assert f"In this run, {sum(on_first) / len(on_first):.0%} of all attention" in lesson
+    look = max(((float(w[head, -1, key]), layer, head, key) for layer, w in enumerate(weights)
+                for head in range(w.shape[0]) for key in range(1, len(ids) - 1)))
+    weight, layer, head, key = look
+    assert f"on the very first token '{show_token(token_text(loaded, ids[0]))}'" in lesson
+    assert (f"the last token '{show_token(token_text(loaded, ids[-1]))}' attends most strongly to "
+            f"'{show_token(token_text(loaded, ids[key]))}' ({weight:.0%}, in layer {layer}, head {head}") in lesson
+    assert f"The model read **{len(ids)} tokens**" in lesson

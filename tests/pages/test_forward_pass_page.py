@@ -1,10 +1,14 @@
 """Forward pass page: the block and the stack drawn are the real hooked forward pass of this prompt."""
 
+import re
+
 import numpy as np
 import pytest
 
 from lifecycle.block import block_flow, open_block
 from lifecycle.context import Conversation, render_prompt
+from lifecycle.forward import run_forward, token_text
+from lifecycle.vocabulary import show_token
 from tests.pages.harness import plotly_figure, run_page
 
 PROMPT = "Why is the sea salty?"
@@ -36,6 +40,33 @@ def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
     np.testing.assert_allclose(line.y, trace.stack.residual_norms, rtol=1e-6)
     weights = plotly_figure(app, "forward_scores").data[-1].y
     np.testing.assert_allclose(weights, trace.block.weights[0][-len(weights):], rtol=1e-5)
+
+
+def test_sentences_state_the_numbers_of_this_forward_pass(app, loaded, ids):
+    """Every fact the default view writes (middle block, last token, head 0), against lifecycle's own run."""
+    text = [m.value.replace("\\", "") for m in app.markdown]
+    lesson, softmax, stack = (next(t for t in text if marker in t)
+                              for marker in ("enter the first block", "Softmax turns", "The logit lens reads"))
+    last, middle = len(ids) - 1, loaded.num_layers // 2
+    last_token = show_token(token_text(loaded, ids[last]))
+    assert f"The prompt's **{len(ids)} tokens**" in lesson and f"**{loaded.num_layers} blocks**" in lesson
+    assert f"block **{middle}** is opened up at token '{last_token}' (position {last})" in lesson
+    trace = open_block(loaded, ids, middle, last)
+    norms = [step.norm for step in block_flow(trace.block)]
+    assert f"from length {norms[0]:,.1f} to {norms[-1]:,.1f}" in lesson
+
+    weights = trace.block.weights[0]  # query head 0, the default
+    top_key = int(np.argmax(weights))
+    assert (f"the largest, {weights[top_key]:.1%}, goes to '{show_token(token_text(loaded, ids[top_key]))}' "
+            f"(position {top_key})") in softmax
+
+    forward = run_forward(loaded, ids, layers=[])  # the plain forward pass, not the hooked block trace
+    answer = int(np.argmax(forward.last_logits))
+    assert f"the model's answer after this token is '{show_token(token_text(loaded, answer))}'" in stack
+    lens = [guess.candidates[0].id for guess in forward.logit_lens]
+    settles = next(layer for layer in range(len(lens) + 1) if all(i == answer for i in lens[layer:]))
+    found = re.search(r"top guess from layer (\d+) on|top guess only at the very last layer", stack)
+    assert found and (int(found.group(1)) if found.group(1) else loaded.num_layers - 1) == settles
 
 
 def test_choosing_a_layer_and_token_redraws_that_block(app, loaded, ids):

@@ -118,3 +118,12 @@ def test_a_burst_over_the_limit_gets_429_with_the_limiter_headers(run_page, gate
     app.number_input(key="gateway_count").set_value(5).run()
     assert list(_table(app, "retry-after (s)")["status"]) == [200] * 5
     assert not [code for code in app.code if code.value.startswith("HTTP/1.1 429")]
+
+
+def test_lesson_reserves_this_prompts_tokens_plus_max_tokens(run_page, gateway_env, loaded):
+    app = run_page("gateway", prompt=PROMPT, max_tokens=4)
+    lesson = next(m.value for m in app.markdown if "Before the model sees a single token" in m.value)
+    prompt_tokens = _prompt_tokens()
+    assert (f"**1 request** and **{prompt_tokens + 4:,} tokens** for this call (its {prompt_tokens:,} prompt tokens "
+            "plus max_tokens 4, reserved up front") in lesson
+    assert f"which backend serves **{loaded.name}**" in lesson

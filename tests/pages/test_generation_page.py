@@ -5,6 +5,7 @@ import pytest
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.generate import generate
 from lifecycle.sampling import SamplingSettings
+from lifecycle.vocabulary import show_token
 
 PROMPT = "Write a long poem about the sea."
 GREEDY = SamplingSettings(temperature=0.0, seed=42)  # the sidebar's other defaults: every filter off
@@ -33,13 +34,16 @@ def test_next_token_and_run_to_the_end_reveal_the_real_generation(run_page, orig
     app = run_page("generation", **SETTINGS)
     assert not app.exception and not app.error
     assert list(table(app)["Id"]) == original.token_ids[:1]
-    assert list(table(app)["Token"]) == [repr(original.steps[0].text)]
+    assert list(table(app)["Token"]) == [show_token(original.steps[0].text)]
     click(app, "Next token")
     assert list(table(app)["Id"]) == original.token_ids[:2]
     click(app, "Run to the end")
     assert not app.exception
     assert list(table(app)["Id"]) == original.token_ids
     assert list(table(app)["Probability"]) == [f"{s.probability:.1%}" for s in original.steps]
+    assert list(table(app)["Token"]) == [show_token(s.text) for s in original.steps]
+    first_alternatives = table(app)["Top 5 alternatives"][0].split(" · ")
+    assert first_alternatives == [f"{show_token(c.text)} {c.probability:.0%}" for c in original.steps[0].alternatives]
     assert original.finish_reason == "length"  # 6 tokens cannot finish a long poem
     assert any("finish_reason: **length**" in w.value for w in app.warning)
 
@@ -91,3 +95,18 @@ def test_the_answer_is_highlighted_by_its_logprobs(run_page, loaded):
     assert len(bar.marker.color) == len(steps)
     # the same greedy run (batched runs may differ in the last float digits)
     assert np.allclose(bar.marker.color, [math.exp(s.logprob) for s in steps], rtol=1e-3)
+
+
+def test_lesson_counts_this_runs_steps_and_says_why_it_stopped(run_page, prompt_ids, original):
+    import re
+
+    app = run_page("generation", **SETTINGS)
+    click(app, "Run to the end")
+    lesson = next(m.value for m in app.markdown if "one per step" in m.value)
+    assert f"it produced **{len(original.steps)} tokens, one per step**" in lesson
+    assert f"First the **{len(prompt_ids)} prompt tokens** ran through the model in one pass" in lesson
+    assert f"It stopped because it reached max_tokens = 6 (finish_reason **{original.finish_reason}**)" in lesson
+    per_step = float(re.search(r"\((\d+) ms per step on average\)", lesson).group(1))
+    assert per_step == pytest.approx(table(app)["Time (ms)"].mean(), abs=1.0)  # the mean of the table's times
+    prefill = re.search(r"the prefill, (\d+) ms\)", lesson).group(1)
+    assert any(f"({prefill} ms for the {len(prompt_ids)} prompt tokens)" in c.value for c in app.caption)

@@ -5,7 +5,9 @@ import pytest
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward, token_text
+from lifecycle.guess import points_for
 from lifecycle.sampling import next_token_distribution
+from lifecycle.vocabulary import show_token
 
 PROMPT = "Why is the sea salty?"
 SETTINGS = dict(prompt=PROMPT, temperature=0, max_tokens=2)
@@ -40,6 +42,12 @@ def test_typed_guess_rank_equals_the_rank_in_the_cached_distribution(run_page, e
     assert shown["Rank"] == f"{best:,}"
     token = int(order[best - 1])
     assert shown["Probability"] == f"{expected.probs[token]:.2%}"
+    sentence = next(m.value for m in app.markdown if "Your guess" in m.value).replace("\\", "")
+    favourite = expected.top(1)[0]
+    verdict = "exactly the model's top choice" if best == 1 else f"rank {best:,} of {expected.probs.size:,}"
+    assert (f"was read as the token '{show_token(token_text(loaded, token))}': **{verdict}**, with probability "
+            f"**{expected.probs[token]:.2%}**, worth **{points_for(best)} points**") in sentence
+    assert f"The model's favourite was '{show_token(favourite.text)}' at {favourite.probability:.1%}." in sentence
 
 
 def test_picking_the_top_option_scores_full_points_and_rounds_advance(run_page, expected):

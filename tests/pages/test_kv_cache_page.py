@@ -1,17 +1,35 @@
 """KV cache page: sizes from the config agree with the real cache, and the measurements are drawn."""
 
+import re
+
+import pytest
+import torch
+
 from lifecycle.context import Conversation, render_prompt
+from lifecycle.generate import generate
 from lifecycle.kv_cache import KVCacheShape
+from lifecycle.sampling import SamplingSettings
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"
+MAX_TOKENS = 3
 
 
-def test_sizes_latency_and_turns(run_page, loaded):
+@pytest.fixture(scope="module")
+def app(loaded):
+    from tests.pages.harness import run_page
+
     # The page times prefills up to 512 tokens and plays three turns: allow for a busy machine.
-    app = run_page("kv-cache", timeout=420, prompt=PROMPT, temperature=0, max_tokens=3)
+    return run_page("kv-cache", timeout=420, prompt=PROMPT, temperature=0, max_tokens=MAX_TOKENS)
+
+
+@pytest.fixture(scope="module")
+def ids() -> list[int]:
+    return render_prompt(Conversation(new_message=PROMPT)).ids
+
+
+def test_sizes_latency_and_turns(app, loaded, ids):
     assert not app.exception and not app.error
-    ids = render_prompt(Conversation(new_message=PROMPT)).ids
     shape = KVCacheShape.of(loaded.model)
     expected = f"{shape.bytes_for(len(ids)) / 2**20:,.2f} MiB"
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
@@ -24,3 +42,34 @@ def test_sizes_latency_and_turns(run_page, loaded):
     assert sent[0] == len(ids) and sent == sorted(sent) and len(sent) == 3
     assert (turns["repeated"][1:].values >= turns["sent"][:-1].values).all()
     assert (turns["cached_tokens"][1:].values >= turns["sent"][:-1].values).all()  # the prefix cache served them
+
+
+def _size(count: int) -> str:
+    return f"{count / 1024:,.1f} KiB" if count < 2**20 else f"{count / 2**20:,.2f} MiB"
+
+
+def test_lesson_numbers_follow_from_the_models_config_and_this_run(app, loaded, ids):
+    """The cache sizes in the lesson, recomputed here from the config alone, and the run's own length."""
+    lesson = next(m.value for m in app.markdown if "During prefill" in m.value)
+    config = loaded.model.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    per_token = config.num_hidden_layers * config.num_key_value_heads * head_dim * 2 * torch.finfo(loaded.model.dtype).bits // 8
+    assert f"the prompt's **{len(ids)} tokens**" in lesson
+    assert f"{len(ids)} positions x {torch.finfo(loaded.model.dtype).bits // 8} bytes = **{_size(per_token * len(ids))}**" in lesson
+    assert f"adding **{_size(per_token)}** per token" in lesson
+    generated = generate(loaded, ids, SamplingSettings(temperature=0.0), MAX_TOKENS).completion_tokens
+    positions = len(ids) + generated - 1  # the last token is returned, never fed back
+    assert f"after this run's {generated} generated tokens it holds {positions:,} positions ({_size(per_token * positions)})" in lesson
+    ratio = config.num_attention_heads // config.num_key_value_heads
+    assert f"the cache is {ratio}x smaller" in lesson and f"({_size(per_token * ratio)} per token)" in lesson
+
+
+def test_prefix_cache_sentence_reads_the_turns_table(app):
+    """The sentence under "Prefix caching" names the last turn's numbers drawn in the table beside it."""
+    text = next(m.value for m in app.markdown if "The API is stateless" in m.value)
+    last = {column: int(values.iloc[-1]) for column, values in app.dataframe[0].value.items()
+            if column in ("turn", "sent", "repeated", "cached_tokens")}
+    found = re.search(r"turn (\d+) of this conversation sends all \*\*(\d+) tokens\*\* of its history again, of which "
+                      r"(\d+) repeat", text)
+    assert found and [int(n) for n in found.groups()] == [last["turn"], last["sent"], last["repeated"]]
+    assert f"reported **{last['cached_tokens']}** cached tokens on turn {last['turn']}" in text

@@ -19,7 +19,10 @@ from lifecycle.server.config import ApiConfig
 from lifecycle.server.endpoints import ApiServer
 from lifecycle.server.routes import api_routes
 from lifecycle.serving import live_calls
+from lifecycle.stream import delta_content, event_data, frame_kind
+from lifecycle.vocabulary import show_token, token_bytes
 from tests.pages.harness import texts
+from ui.text import ms
 
 KEY = "sk-page-tests-" + "9f8e7d6c5b4a" * 2
 KEY_NAME = "page-tests"
@@ -116,6 +119,10 @@ def test_recent_calls_table_has_each_call_with_the_numbers_the_client_got(run_pa
     assert (refused["status"], refused["outcome"]) == (400, "invalid_request")
     assert calls["stranger"] not in table.index and server.log.get(calls["stranger"]) is None
     assert int(_metrics(app)["Refused without a key"]) >= 1
+    lesson = next(m.value for m in app.markdown if "The call log shows" in m.value)
+    answered = int((_table(app, "TTFT (ms)")["outcome"] == "ok").sum())
+    assert (f"The call log shows **{len(table)}** of your key's recent calls: **{answered}** answered, "
+            f"**{len(table) - answered}** refused, cancelled or failed.") in lesson
     assert KEY not in _page_text(app) and "sk-wrong" not in _page_text(app)
 
 
@@ -144,6 +151,8 @@ def test_streamed_call_journey_shows_request_gateway_tokens_frames_and_usage(run
     ids = journey["tokens"]["ids"]
     assert list(tokens["id"]) == ids[: len(tokens)] and len(tokens) == min(len(ids), 64)
     assert loaded.tokenizer.decode([ids[0]]) == tokens.iloc[0]["text"] == "<|im_start|>"
+    assert list(tokens["text"]) == [show_token(token_bytes(loaded).of(i)) for i in ids[: len(tokens)]]
+    assert "↵" in list(tokens["text"])  # the newline after the role marker
     budget = _chart(app, "call_budget")
     assert sum(sum(trace["x"]) for trace in budget["data"]) == loaded.context_window
     parts = _table(app, "part").set_index("part")
@@ -151,9 +160,17 @@ def test_streamed_call_journey_shows_request_gateway_tokens_frames_and_usage(run
     assert parts.loc["new message", "text"] == MESSAGES[0]["content"]
     assert parts.loc["output reserve (max_tokens)", "tokens"] == MAX_TOKENS
 
+    prompt_tokens = call["usage"]["prompt_tokens"]
+    free = loaded.context_window - prompt_tokens - MAX_TOKENS
+    assert (f"The chat template turned the messages into **{prompt_tokens:,} tokens**; with {MAX_TOKENS:,} reserved "
+            f"for the answer, {free:,} of the {loaded.context_window:,}-token window stayed free.") in _page_text(app)
     frames = _table(app, "sent")
     assert len(frames) == len(journey["frames"])
-    assert "".join(frames["content"]) == call["text"]
+    assert (f"**{len(frames)} frames** left the server: the first content arrived after **{ms(logged.ttft)}**"
+            in _page_text(app))
+    contents = [delta_content(event_data(f["sse"])) for f in journey["frames"] if frame_kind(f["sse"]) == "content"]
+    assert "".join(contents) == call["text"]
+    assert [c for c in frames["content"] if c] == [show_token(c) for c in contents]
     assert list(frames["at (ms)"]) == [round(f["at"] * 1000, 1) for f in journey["frames"]]
     figure = go.Figure(_chart(app, "frame_timeline"))
     arrived = sorted(x for trace in figure.data for x in trace.x)

@@ -7,6 +7,7 @@ import pytest
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward, token_text
 from lifecycle.sampling import next_token_distribution
+from lifecycle.vocabulary import show_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"
@@ -24,10 +25,10 @@ def test_candidates_entropy_and_greedy_match_the_model(run_page, expected):
     top = expected.top(15)
     bars = plotly_figure(app, "next_token_bars").data[0]
     np.testing.assert_allclose(bars.x, [c.probability for c in top], rtol=1e-4)
-    assert bars.y[0] == f"#1 {top[0].text!r}"
+    assert list(bars.y[:3]) == [f"#{c.rank} {show_token(c.text)}" for c in top[:3]]
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
     assert metrics["Entropy"] == f"{expected.entropy_bits:.2f} bits"
-    assert metrics["Greedy decoding picks"] == repr(top[0].text)
+    assert metrics["Greedy decoding picks"] == show_token(top[0].text)
     assert f"**{top[0].probability:.1%}**" in app.markdown[1].value
 
 
@@ -71,3 +72,18 @@ def test_the_answer_is_highlighted_with_the_first_box_matching_the_distribution(
     assert len(bar.marker.color) == 4
     # greedy: the first generated token is the argmax, coloured by the probability shown above
     np.testing.assert_allclose(bar.marker.color[0], expected.top(1)[0].probability, rtol=1e-3)
+
+
+def test_lesson_counts_where_the_probability_mass_sits(run_page, expected):
+    app = run_page("next-token", prompt=PROMPT, temperature=0, max_tokens=2)
+    lesson = next(m.value for m in app.markdown if "softmax turns them into probabilities" in m.value)
+    ordered = sorted(expected.probs.tolist(), reverse=True)
+    half = next(n for n in range(1, len(ordered) + 1) if sum(ordered[:n]) >= 0.5)
+    ninety = next(n for n in range(half, len(ordered) + 1) if sum(ordered[:n]) >= 0.9)
+    size = expected.probs.size
+    assert f"ends in {size:,} scores (logits)" in lesson
+    assert (f"the top {half:,} tokens" if half > 1 else "that one token") in lesson
+    assert f"the top {ninety:,} hold 90%, and the other {size - ninety:,} share what is left" in lesson
+    assert f"about **{2 ** expected.entropy_bits:,.1f}** equally likely tokens" in lesson
+    top = expected.top(1)[0]
+    assert f"'{show_token(top.text)}' at **{top.probability:.1%}**" in lesson.replace("\\", "")

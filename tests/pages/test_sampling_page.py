@@ -102,3 +102,46 @@ def test_api_stages_report_what_the_grammar_mask_and_logit_bias_did(run_page, lo
     assert rows.loc["logit bias", "What it did"] == "moved 1 logit (by up to 100.00)"
     assert rows["Tokens in play"].iloc[-1] == expected.kept
     assert f"only **{int(mask.sum()):,}** can start a JSON object" in " ".join(m.value for m in app.markdown)
+
+
+def test_lesson_states_this_prompts_distribution_before_and_after(run_page, logits, prompt_ids):
+    app = run_page("sampling", **SETTINGS)
+    lesson = next(m.value for m in app.markdown if "most likely next token" in m.value)
+    shifted = logits.astype(np.float64) - logits.max()
+    model = np.exp(shifted) / np.exp(shifted).sum()  # softmax at temperature 1, computed here
+    entropy = -(model[model > 0] * np.log2(model[model > 0])).sum()
+    top = int(np.argmax(model))
+    sampled = apply_sampling(logits, SamplingSettings(temperature=0.7, top_p=0.9), prompt_ids)
+    assert f"has a **{model[top]:.1%}** chance" in lesson and f"entropy is **{entropy:.2f} bits**" in lesson
+    assert f"**{sampled.kept:,} of {logits.size:,}** tokens stay in play" in lesson
+    assert f"the top token's chance becomes **{sampled.final_probs[top]:.1%}**" in lesson
+    assert f"the entropy **{sampled.entropy_bits:.2f} bits**" in lesson
+
+
+def test_bytes_of_split_characters_read_in_hex_and_are_explained(run_page, loaded):
+    """Chinese starts with a token holding one byte of a character: written <0xE6>, never U+FFFD."""
+    from lifecycle.forward import token_text
+    from lifecycle.vocabulary import show_token
+
+    prompt = "Translate to Chinese: cat"
+    app = run_page("sampling", prompt=prompt, temperature=0.7, max_tokens=2)
+    assert not app.exception and not app.error
+    ids = render_prompt(Conversation(new_message=prompt)).ids
+    favourite = int(np.argmax(run_forward(loaded, ids, layers=[]).last_logits))
+    assert not token_bytes_are_text(loaded, favourite)  # the premise: the top token is a partial character
+    picker = app.selectbox(key="api_bias_token")
+    assert picker.options[0] == f"{show_token(token_text(loaded, favourite))} (id {favourite})"
+    assert picker.options[0].startswith("<0x")
+    labels = [str(label) for label in plotly_figure(app, "draws").data[0].x]
+    assert any("0xE" in label for label in labels) and not any("\ufffd" in label for label in labels)
+    assert any("`<0xF0>` is one byte of a character" in c.value for c in app.caption)
+
+
+def token_bytes_are_text(loaded, token_id: int) -> bool:
+    from lifecycle.vocabulary import token_bytes
+
+    try:
+        token_bytes(loaded).of(token_id).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

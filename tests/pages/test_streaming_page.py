@@ -1,11 +1,12 @@
 """Streaming page: the recorded frames, their timing figures, the live stream and the usage chunk."""
 
-import ast
 import json
 
 import pytest
 
 from lifecycle.context import Conversation, render_prompt
+from lifecycle.stream import delta_content, event_data, frame_kind
+from lifecycle.vocabulary import show_token
 
 PROMPT = "Say hi."
 MAX_TOKENS = 3
@@ -20,6 +21,13 @@ def page(loaded):
 
 def _frames(app):
     return next(frame.value for frame in app.dataframe if "Kind" in frame.value.columns)
+
+
+def _wire_deltas(app) -> list[str]:
+    """The content deltas of the recorded stream, read from the raw SSE the page prints."""
+    wire = next(code.value for code in app.code if code.value.startswith("data: {"))
+    frames = [frame for frame in wire.split("\n\n") if frame.strip()]
+    return [delta_content(event_data(frame)) for frame in frames if frame_kind(frame + "\n\n") == "content"]
 
 
 def _chart(app, key):
@@ -53,7 +61,9 @@ def test_ttft_and_gaps_are_the_frames_own_timestamps(page):
 
 
 def test_stream_it_live_streams_the_same_greedy_answer(page):
-    recorded = "".join(ast.literal_eval(d) for d in _frames(page)["Content delta"] if d)
+    deltas = _wire_deltas(page)
+    assert [d for d in _frames(page)["Content delta"] if d] == [show_token(d) for d in deltas]
+    recorded = "".join(deltas)
     button = next(b for b in page.button if b.label == "Stream it live")
     app = button.click().run()
     assert not app.exception and not app.error
@@ -70,3 +80,15 @@ def test_without_include_usage_there_is_no_usage_chunk(loaded):
     assert not app.exception and not app.error
     assert list(_frames(app)["Kind"]) == ["role", "content", "content", "finish", "done"]
     assert any("no usage chunk" in i.value for i in app.info)
+
+
+def test_lesson_counts_the_frames_drawn_in_the_table(page):
+    import re
+
+    frames = _frames(page)
+    lesson = next(m.value for m in page.markdown if "server-sent events" in m.value)
+    assert f"**{len(frames)} server-sent events**" in lesson
+    assert f"**{MAX_TOKENS} content deltas**" in lesson and ", a usage chunk" in lesson
+    assert f"the prefill of {len(render_prompt(Conversation(new_message=PROMPT)).ids)} prompt tokens" in lesson
+    ttft = float(re.search(r"reached the client after \*\*([\d,.]+) ms\*\*", lesson).group(1).replace(",", ""))
+    assert ttft == pytest.approx(frames[frames["Kind"] == "content"]["At (ms)"].iloc[0], abs=1)

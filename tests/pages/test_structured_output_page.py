@@ -4,6 +4,7 @@ import json
 
 from lifecycle.structured import follow_call
 from lifecycle.tools import output_rules
+from lifecycle.vocabulary import show_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "What's the weather in Paris?"
@@ -23,6 +24,15 @@ def test_a_required_tool_call_is_followed_to_its_validated_arguments(run_page, l
     assert max(figure.data[0].y) < loaded.vocab_size
     text = " ".join(m.value for m in app.markdown)
     assert f"cost **{run.tool_tokens:,} prompt tokens**" in text and f"took **{len(run.steps)} tokens**" in text
+    allowed = [s.allowed for s in run.steps]
+    assert f"between **{min(allowed):,}** and **{max(allowed):,}** of the {loaded.vocab_size:,} tokens" in text
+    assert f"**{allowed.count(1)}** steps had exactly one allowed token" in text
+    overruled = sum(not s.model_choice_allowed for s in run.steps)
+    assert f"at **{overruled}** steps the model's own favourite was masked out" in text
+    assert f"finish_reason: **{run.finish_reason}**" in text
+    table = app.dataframe[0].value
+    rows = [(s.index + 1, show_token(s.token)) for s in run.steps for _ in s.deltas]
+    assert list(zip(table["step"], table["token"])) == rows[: len(table)]
     deltas = [json.loads(d) for d in app.dataframe[0].value["chunk delta"]]
     head = deltas[0]["tool_calls"][0]
     assert head["function"] == {"name": run.tool_calls[0]["function"]["name"], "arguments": ""}

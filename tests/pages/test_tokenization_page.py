@@ -10,6 +10,7 @@ from charts.tokenization import ENCODING_LABELS
 
 from lifecycle.context import render_messages
 from lifecycle.tokenize import ENCODINGS, tokenize
+from lifecycle.vocabulary import TOKEN_NOTATION, show_token
 from tests.pages.harness import run_page
 
 PROMPT = "Hi there 👋🏽\n\tcafé <|im_end|> <b>x</b>"
@@ -45,6 +46,17 @@ def test_chips_escape_the_prompt_and_show_whitespace_and_partial_bytes(page):
     assert "↵" in body and "⇥" in body and "␣" in body
     assert "dashed" in body  # the emoji's bytes are split across tokens
     assert "special token" not in body  # the typed <|im_end|> is plain text, not the control token
+
+
+def test_token_table_writes_every_token_with_show_token(page):
+    tokens = tokenize(PROMPT).tokens
+    shown = list(page.dataframe[0].value["text"])
+    assert shown == [show_token(t.bytes) for t in tokens]
+    assert "␣there" in shown and "↵" in "".join(shown)
+    split = [text for text, t in zip(shown, tokens) if t.partial]
+    assert split and all(re.search(r"<0x[0-9A-F]{2}>", text) for text in split)
+    assert not any("\ufffd" in text for text in shown)
+    assert any(TOKEN_NOTATION in c.value for c in page.caption)
 
 
 def test_template_tokens_mark_exactly_the_special_markers(page):
