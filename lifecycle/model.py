@@ -172,8 +172,9 @@ def _quiet_transformers() -> None:
 def _set_torch_threads() -> None:
     """Apply ``LIFECYCLE_TORCH_THREADS`` (the app leaves one core to the browser and the server).
 
-    On 2 cores, two OpenMP threads with one core busy elsewhere decode ~3x slower, while one thread
-    decodes as fast as two (decoding is bound by memory bandwidth, not arithmetic)."""
+    Measured on 2 cores: on an idle machine two threads decode a token in ~34 ms against ~46 ms for
+    one, but with the other core busy (a browser, a second process) two OpenMP threads wait on each
+    other and a token took up to 195 ms against ~60 ms for one thread."""
     threads = os.environ.get(THREADS_ENV, "").strip()
     if threads:
         import torch
