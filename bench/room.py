@@ -87,6 +87,29 @@ def single_stream(loaded) -> None:
     row("single stream, engine (tokens/s)", f"{engine_rate:.1f}")
     row("single stream, model.generate (tokens/s)", f"{hf_rate:.1f}")
     row("  engine / model.generate", f"{engine_rate / hf_rate:.2f}x", ">= 2.0x", check(engine_rate / hf_rate >= 2.0))
+    step = _lone_decode_step_seconds(loaded)
+    weights = _weight_bytes(loaded)
+    row("  engine decode step alone (ms) / weights (MB)", f"{step * 1000:.1f} / {weights / 1e6:.0f}",
+        f"(read at {weights / step / 1e9:.1f} GB/s: the ceiling is {1 / step:.0f} tokens/s)")
+
+
+def _lone_decode_step_seconds(loaded) -> float:
+    """Median seconds of the engine's model steps that decoded one token of one request (the bench's
+    own single-stream runs just above)."""
+    from lifecycle.engine import shared_engine
+
+    steps = [s.seconds for s in shared_engine(loaded).state().steps
+             if s.batch_size == 1 and s.decode_tokens == 1 and s.prefill_tokens == 0]
+    return float(np.median(steps))
+
+
+def _weight_bytes(loaded) -> int:
+    """Bytes of the matrices one decode step reads: every layer's, and the head's."""
+    from lifecycle.engine import shared_engine
+
+    stack = shared_engine(loaded).stack
+    matrices = [m for b in stack.blocks for m in (b.qkv, b.o, b.gate_up, b.down)] + [stack.lm_head]
+    return sum(m.numel() * m.element_size() for m in matrices)
 
 
 def concurrent(loaded, prompts: list[list[int]]) -> tuple[float, list[Timed], float]:
