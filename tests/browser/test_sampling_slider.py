@@ -60,7 +60,9 @@ _LIVE_TEXTS = """(root) => {
     const b = t.getBoundingClientRect();
     return {text: t.textContent, corners: [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]]};
   });
-  return {area: {left: area.left, right: area.right, top: area.top, bottom: area.bottom}, texts,
+  const cut = [...root.querySelectorAll('.ls-knob label')].filter(l => l.scrollWidth > l.clientWidth + 1)
+    .map(l => l.textContent);
+  return {area: {left: area.left, right: area.right, top: area.top, bottom: area.bottom}, texts, cut,
           width: area.width, page: document.documentElement.clientWidth};
 }"""
 
@@ -89,12 +91,13 @@ def _logits(page) -> np.ndarray:
 
 
 def _problems(page) -> list[str]:
-    """Texts of the live chart that overlap each other or leave the chart (or the page)."""
+    """Texts of the live chart that overlap each other or leave the chart (or the page), and slider labels cut."""
     seen = _live(page).evaluate(_LIVE_TEXTS)
     area, texts = seen["area"], seen["texts"]
     problems = [f"the chart is {seen['width']:.0f} px wide on a {seen['page']} px page"] if (
         area["right"] > seen["page"] + 1) else []
     problems += [f"{t['text']!r} leaves the chart" for t in texts if _outside(t["corners"], area)]
+    problems += [f"the slider label {label!r} is cut" for label in seen["cut"]]
     for i, first in enumerate(texts):
         for second in texts[i + 1:]:
             if _overlap(first["corners"], second["corners"]):
