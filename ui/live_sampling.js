@@ -190,7 +190,8 @@ function scheduleSend(state) {
     const settings = currentSettings(state);
     if (sameSettings(settings, state.sent)) return;
     state.sent = settings;
-    state.setStateValue("settings", settings);
+    // Stamped, so settings sent again after a preset moved the sliders away still count as a change.
+    state.setStateValue("settings", { ...settings, sent_at: Date.now() });
   }, SEND_AFTER_MS);
 }
 

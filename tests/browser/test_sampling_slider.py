@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser import SLIDER_LATENCY_FILE
-from lifecycle.sampling import KEPT, STAGES, SamplingSettings, apply_sampling
+from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling
 from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import _outside, _overlap
@@ -136,6 +136,14 @@ def test_moving_the_temperature_slider_reshapes_the_distribution(app_url, page, 
     page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Creative writing: 0.9").click()
     expect(thumb).to_have_value("0.9")
     wait_idle(page)
+    expect(page.get_by_test_id("stMetric").filter(has_text="Entropy after")).not_to_contain_text(f"{after:.2f} bits")
+    # Back to the value the chart sent before the preset: the page follows again, and the slider stays.
+    thumb.focus()
+    for _ in range(14):  # 0.9 -> 0.2
+        thumb.press("ArrowLeft")
+    expect(page.get_by_test_id("stMetric").filter(has_text="Entropy after")).to_contain_text(f"{after:.2f} bits")
+    wait_idle(page)
+    expect(thumb).to_have_value("0.2")
     full_screenshot(page, screenshots / "sampling-what-if.png")
 
 

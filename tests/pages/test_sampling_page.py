@@ -9,7 +9,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward
-from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling, choose_token
+from lifecycle.sampling import SamplingSettings, apply_sampling, choose_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "The capital of France is"
