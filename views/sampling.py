@@ -26,7 +26,8 @@ from charts.sampling import (
     survivors_figure,
     top_ids,
 )
-from charts.live_sampling import LIVE_KNOBS, live_sampling_data, tail_share
+from charts.live_sampling import LIVE_KNOBS, live_sampling_data, live_settings, tail_share
+from lifecycle.errors import LifecycleError
 from lifecycle.sampling import (
     MAX_LOGIT_BIAS,
     SampledDistribution,
@@ -85,11 +86,16 @@ def _preset(temperature: float) -> None:
 
 
 def _from_browser() -> None:
-    """The live chart's sliders came to rest: their settings become the what-if settings."""
+    """The live chart's sliders came to rest: their settings become the what-if settings (what a
+    browser sends is checked like any request's settings; anything out of range is ignored)."""
     values = live_settings_sent(LIVE)
-    if values:
-        for knob in LIVE_KNOBS:
-            st.session_state[LOCAL[knob]] = values[knob]
+    try:
+        chosen = live_settings(SamplingSettings(), values or {})
+        chosen.validate()
+    except (KeyError, TypeError, ValueError, LifecycleError):
+        return
+    for knob in LIVE_KNOBS:
+        st.session_state[LOCAL[knob]] = getattr(chosen, knob)
 
 
 def _knob_specs(settings: JourneySettings) -> dict[str, dict]:

@@ -89,6 +89,21 @@ def test_moving_a_slider_recomputes_but_leaves_the_journey_settings(run_page, lo
     assert live_data(app)["settings"] == {"temperature": 1.2, "top_p": 0.5, "top_k": 10, "min_p": 0.0}
 
 
+@pytest.mark.parametrize("sent", [
+    {"temperature": 99, "top_p": 0.5, "top_k": 10, "min_p": 0.0},
+    {"temperature": "hot", "top_p": 0.5, "top_k": 10, "min_p": 0.0},
+    {"temperature": 1.0, "top_p": 0.0, "top_k": -3, "min_p": 0.0},
+    {"temperature": 1.0},
+])
+def test_settings_a_browser_sends_out_of_range_are_ignored(run_page, sent):
+    app = run_page("sampling", **SETTINGS)
+    before = metric(app, "Entropy after")
+    browser_sends(app, sent)
+    assert not app.exception and not app.error
+    assert metric(app, "Entropy after") == before
+    assert live_data(app)["settings"] == {"temperature": 0.7, "top_p": 0.9, "top_k": 0, "min_p": 0.0}
+
+
 def test_the_repetition_penalty_is_applied_on_the_server(run_page, logits, prompt_ids):
     app = run_page("sampling", **SETTINGS)
     assert live_data(app)["moved"] == []
