@@ -18,7 +18,7 @@ import tempfile
 from bench import room
 from bench.report import check, heading, median_seconds, row
 
-from bench.browser import SLIDER_TARGET_MS, slider_latency
+from bench.browser import slider_rows
 
 COLD_START = """
 import time
@@ -127,13 +127,8 @@ def lifecycle_section() -> None:
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row("peak RSS of this process (MiB)", f"{peak_mib:.0f}", "(app budget 2,700)")
 
-    latency = slider_latency()
-    target = f"<= {SLIDER_TARGET_MS} ms"
-    if latency is None:
-        row("slider step -> chart redrawn (ms, browser)", "-", target, "run tests/browser/test_sampling_slider.py")
-    else:
-        row(f"slider step -> chart redrawn (ms, median of {latency['steps']})",
-            f"{latency['median_ms']:.0f}", target, check(latency["median_ms"] <= SLIDER_TARGET_MS))
+    for name, value, target, verdict in slider_rows():
+        row(name, value, target, verdict)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ the model. "Use these settings for the journey" copies them to the sidebar, whic
 A second section adds the stages only the API applies (logit bias, presence and frequency
 penalties, the grammar mask of response_format) and reports what each one moved or removed.
 The what-if part lives in a fragment, so a slider step reruns only it, never the page or the model.
+Temperature, top-k, top-p and min-p go further: their sliders and the headline chart are a component
+(ui/live_sampling.py) that redoes those stages in the browser on every move, from the logits of the
+whole vocabulary; the fragment reruns once a slider rests, so the numbers and charts below follow.
 """
 
 from dataclasses import replace
@@ -18,12 +21,13 @@ from charts.sampling import (
     drawn_from_figure,
     nucleus_figure,
     rank_labels,
-    resampling_figure,
     samples_figure,
     survivors_after_stages,
     survivors_figure,
     top_ids,
 )
+from charts.live_sampling import LIVE_KNOBS, live_sampling_data, live_settings, tail_share
+from lifecycle.errors import LifecycleError
 from lifecycle.sampling import (
     MAX_LOGIT_BIAS,
     SampledDistribution,
@@ -37,11 +41,14 @@ from lifecycle.tools import output_rules
 from lifecycle.vocabulary import show_token
 from ui.cache import prefilled_prompt
 from ui.frame import lesson, loaded_model, stage_page
+from ui.live_sampling import live_sampling_chart, live_settings_sent
 from ui.settings import NUMBERS, JourneySettings
 
 KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 LOCAL = {knob: f"what_if_{knob}" for knob in KNOBS}
 BASIS = "what_if_basis"
+LIVE = "what_if_live"  # the live chart's key: its sliders are temperature, top-p, top-k and min-p
+TAIL_RANKS = 1000
 TOP_K_CHOICES = (0, 1, 2, 3, 5, 10, 20, 40, 50, 100, 200, 500, 1000)
 # Temperature rules of thumb (common practice, not law); the other knobs stay as they are.
 PRESETS = {
@@ -84,19 +91,54 @@ def _preset(temperature: float) -> None:
     st.session_state[LOCAL["temperature"]] = temperature
 
 
-def _what_if_sliders(settings: JourneySettings) -> SamplingSettings:
-    _start_from_sidebar(settings)
-    st.caption("What if you sampled differently? These sliders do not change the journey.")
-    for column, knob in zip(st.columns(len(KNOBS)), KNOBS):
+def _from_browser() -> None:
+    """The live chart's sliders came to rest: their settings become the what-if settings (what a
+    browser sends is checked like any request's settings; anything out of range is ignored)."""
+    values = live_settings_sent(LIVE)
+    try:
+        chosen = live_settings(SamplingSettings(), values or {})
+        chosen.validate()
+    except (KeyError, TypeError, ValueError, LifecycleError):
+        return
+    for knob in LIVE_KNOBS:
+        st.session_state[LOCAL[knob]] = getattr(chosen, knob)
+
+
+def _knob_specs(settings: JourneySettings) -> dict[str, dict]:
+    specs = {}
+    for knob in LIVE_KNOBS:
         spec = NUMBERS[knob]
-        with column:
-            if knob == "top_k":
-                choices = sorted({*TOP_K_CHOICES, settings.top_k})
-                st.select_slider(spec.label, choices, key=LOCAL[knob], help=spec.help)
-            else:
-                st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL[knob], help=spec.help)
+        specs[knob] = {"label": spec.label, "low": spec.low, "high": spec.high, "step": spec.step, "help": spec.help}
+    specs["top_k"]["choices"] = sorted({*TOP_K_CHOICES, settings.top_k})
+    return specs
+
+
+def _what_if_settings(settings: JourneySettings) -> SamplingSettings:
     values = {knob: st.session_state[LOCAL[knob]] for knob in KNOBS}
     return SamplingSettings(**values, seed=settings.seed)
+
+
+def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_text) -> SamplingSettings:
+    """The what-if sliders and the chart they redraw in the browser, then the server-side repetition penalty."""
+    _start_from_sidebar(settings)
+    st.caption(f"What if you sampled differently? The model's top {SHOWN_TOKENS} tokens before and after sampling, "
+               "redrawn in your browser as you move a slider; the numbers below follow when it rests. "
+               "These sliders do not change the journey.")
+    what_if = _what_if_settings(settings)
+    data = live_sampling_data(logits, previous, what_if, token_text, SHOWN_TOKENS, _knob_specs(settings))
+    live_sampling_chart(data, LIVE, _from_browser)
+    spec = NUMBERS["repetition_penalty"]
+    st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL["repetition_penalty"],
+              help=spec.help + " It runs on the server: it needs the prompt's tokens, so a move reruns this part.")
+    tail = tail_share(logits, TAIL_RANKS, NUMBERS["temperature"].high)
+    st.caption(
+        f"Your browser has the logits of all {logits.size:,} tokens ({data['dtype']}), not just a top N: at "
+        f"temperature {NUMBERS['temperature'].high:g} the tokens beyond the top {TAIL_RANKS:,} still hold "
+        f"**{tail:.0%}** of the probability for this prompt, and top-p and the renormalization need every one. "
+        "It redoes temperature, top-k, top-p and min-p as lifecycle.sampling does; the repetition penalty "
+        "(and the API's penalties below) stay on the server because they need the tokens already written."
+    )
+    return _what_if_settings(settings)
 
 
 def _presets() -> None:
@@ -248,16 +290,14 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
     """Everything the what-if sliders change; a slider step reruns only this part, never the page or the model."""
     vocabulary = int(logits.size)
     lesson_box = st.container()  # the lesson comes first but needs the sliders' values
-    what_if = _what_if_sliders(settings)
+    what_if = _live_chart(settings, logits, previous, token_text)
     sampled = apply_sampling(logits, what_if, previous)
-    st.caption(f"The model's top {SHOWN_TOKENS} tokens, before and after sampling")
-    st.plotly_chart(resampling_figure(sampled, token_text, SHOWN_TOKENS), key="resampling", theme=None)
     with lesson_box:
         _lesson(sampled, what_if, vocabulary)
     _metrics(sampled, vocabulary)
     st.caption(
-        "Left: the model's own probabilities (softmax at temperature 1), grey where a stage removed the "
-        "token. Right: the probabilities the next token is actually drawn from, renormalized over the "
+        "The model (T = 1): its own probabilities (softmax at temperature 1), grey where a stage removed the "
+        "token. After sampling: the probabilities the next token is actually drawn from, renormalized over the "
         "survivors. Stages run in order: grammar mask, logit bias, presence and frequency penalties, repetition "
         "penalty, temperature, top-k, top-p, min-p; "
         "a token is named after the first stage that removed it."

@@ -28,6 +28,7 @@ MAIN_VISUAL = {
     "gateway": '[data-testid="stColumn"]',  # the call's steps through the gateway
     "tokenization": ".token-chips",  # the prompt cut into tokens
     "live-calls": '[data-testid="stMetric"]',  # the model and its queue, live
+    "sampling": ".live-sampling svg",  # the live chart (ui/live_sampling.js), drawn in SVG, not Plotly
 }
 MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
 
@@ -47,7 +48,8 @@ NOT_YET_LEGIBLE = {
     ("embeddings", "phone"): NARROW_CHART,
     ("attention", "projector"): "the all-heads mosaic's layer/head tick labels collide",
     ("attention", "phone"): "token labels collide on a 390 px wide heat map",
-    ("sampling", "phone"): "the two resampling subplots' tick labels collide at 390 px",
+    ("sampling", "phone"): "the two survivors charts' log-axis tick labels collide and the drawn-from chart's "
+                           "100.0% label leaves it at 390 px (the live chart itself: test_sampling_slider.py)",
     ("generation", "projector"): f"{WIDE_TABLE} (the steps table)",
     ("generation", "phone"): f"{WIDE_TABLE} (the steps table)",
     ("streaming", "phone"): f"{WIDE_TABLE} (the events table)",

@@ -1,41 +1,69 @@
-"""A real browser moves a what-if sampling slider: the distribution recomputes, and how fast the chart redraws.
+"""A real browser moves the Sampling page's live sliders: the chart is redrawn in the browser, its numbers
+are Python's, the rest of the page follows, and how fast the chart redraws is measured.
 
-The redraw time (key press to the resampling chart's SVG changing) is measured and written to
-screenshots/slider-latency.json, which `make bench` prints; it is a figure, not an assertion.
+The redraw time (key press on the slider to the chart redrawn, the next animation frame after the
+component updated its SVG) is written to screenshots/slider-latency.json, which `make bench` prints;
+it is a figure, not an assertion.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import statistics
 
+import numpy as np
 import pytest
 from playwright.sync_api import expect
 
 from bench.browser import SLIDER_LATENCY_FILE
+from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling
 from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
+from tests.browser.conftest import PAGE_TIMEOUT_MS
+from tests.browser.layout import _outside, _overlap
 
 pytestmark = pytest.mark.browser
 
 PROMPT = "The capital of France is"
 STEPS = 8
+LIVE = ".live-sampling"
+SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
 
-# Time from a key press on the focused slider to the first change in the resampling chart's SVG.
-# The chart is the page's first Plotly chart; React may replace its nodes, so watch the whole main block.
-_WATCH = """() => {
-  const inChart = (node) => {
-    const element = node.nodeType === 1 ? node : node.parentElement;
-    const chart = element?.closest('[data-testid="stPlotlyChart"]');
-    return chart !== null && chart === document.querySelector('[data-testid="stPlotlyChart"]');
-  };
-  window.redraw = {pressed: null, drawn: null};
-  document.addEventListener('keydown', () => { window.redraw = {pressed: performance.now(), drawn: null}; },
-                            {capture: true});
-  new MutationObserver((mutations) => {
-    if (window.redraw.pressed !== null && window.redraw.drawn === null && mutations.some(m => inChart(m.target)))
-      window.redraw.drawn = performance.now();
-  }).observe(document.querySelector('[data-testid="stMain"]'),
-             {subtree: true, childList: true, attributes: true, characterData: true});
+# Each combination makes its stage remove tokens (checked in Python before comparing), so a transform
+# that skipped or misordered a stage would give other probabilities.
+COMBINATIONS = [
+    ({"temperature": 0.7, "top_k": 0, "top_p": 1.0, "min_p": 0.0}, None),
+    ({"temperature": 1.3, "top_k": 40, "top_p": 1.0, "min_p": 0.0}, "top_k"),
+    ({"temperature": 1.0, "top_k": 0, "top_p": 0.9, "min_p": 0.0}, "top_p"),
+    ({"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.05}, "min_p"),
+    ({"temperature": 2.0, "top_k": 500, "top_p": 0.95, "min_p": 0.3}, "min_p"),
+    ({"temperature": 0.35, "top_k": 10, "top_p": 0.5, "min_p": 0.0}, "top_p"),
+    ({"temperature": 0.05, "top_k": 0, "top_p": 1.0, "min_p": 0.0}, None),  # probabilities near underflow
+    ({"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}, "temperature"),
+]
+
+_SET = """(root, settings) => {
+  const choices = root.liveData.knobs.top_k.choices;
+  for (const [knob, value] of Object.entries(settings)) {
+    const input = root.querySelector(`input[data-knob="${knob}"]`);
+    input.value = String(knob === 'top_k' ? choices.indexOf(value) : value);
+  }
+  root.querySelector('input[data-knob="temperature"]').dispatchEvent(new Event('input', {bubbles: true}));
+  return JSON.parse(root.dataset.probabilities);
+}"""
+
+# Every text of the live chart's SVG as the four corners of its box on screen, with the SVG's box.
+_LIVE_TEXTS = """(root) => {
+  const chart = root.querySelector('svg.ls-chart');
+  const area = chart.getBoundingClientRect();
+  const texts = [...chart.querySelectorAll('text')].filter(t => t.textContent.trim() !== '').map(t => {
+    const b = t.getBoundingClientRect();
+    return {text: t.textContent, corners: [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]]};
+  });
+  const cut = [...root.querySelectorAll('.ls-knob label')].filter(l => l.scrollWidth > l.clientWidth + 1)
+    .map(l => l.textContent);
+  return {area: {left: area.left, right: area.right, top: area.top, bottom: area.bottom}, texts, cut,
+          width: area.width, page: document.documentElement.clientWidth};
 }"""
 
 
@@ -43,48 +71,185 @@ def metric(page, label: str) -> str:
     return page.get_by_test_id("stMetric").filter(has_text=label).get_by_test_id("stMetricValue").inner_text()
 
 
-def _thumb(page):
-    main = page.get_by_test_id("stMainBlockContainer")
-    return main.get_by_test_id("stSlider").filter(has_text="Temperature").get_by_role("slider")
+def _live(page):
+    return page.locator(LIVE)
+
+
+def _thumb(page, knob: str = "temperature"):
+    return _live(page).locator(f'input[data-knob="{knob}"]')
+
+
+def _logits(page) -> np.ndarray:
+    """The scores the browser starts from: the logits it was sent, with the repetition penalty's moves."""
+    data = _live(page).evaluate("root => ({logits: root.liveData.logits, dtype: root.liveData.dtype, "
+                                "moved: root.liveData.moved})")
+    dtype = "<f4" if data["dtype"] == "float32" else "<f8"
+    scores = np.frombuffer(base64.b64decode(data["logits"]), dtype=dtype).astype(np.float64)
+    for token_id, value in data["moved"]:
+        scores[token_id] = value
+    return scores
+
+
+def _problems(page) -> list[str]:
+    """Texts of the live chart that overlap each other or leave the chart (or the page), and slider labels cut."""
+    seen = _live(page).evaluate(_LIVE_TEXTS)
+    area, texts = seen["area"], seen["texts"]
+    problems = [f"the chart is {seen['width']:.0f} px wide on a {seen['page']} px page"] if (
+        area["right"] > seen["page"] + 1) else []
+    problems += [f"{t['text']!r} leaves the chart" for t in texts if _outside(t["corners"], area)]
+    problems += [f"the slider label {label!r} is cut" for label in seen["cut"]]
+    for i, first in enumerate(texts):
+        for second in texts[i + 1:]:
+            if _overlap(first["corners"], second["corners"]):
+                problems.append(f"{first['text']!r} overlaps {second['text']!r}")
+    return problems
 
 
 def test_moving_the_temperature_slider_reshapes_the_distribution(app_url, page, screenshots):
     open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, top_k=40, max_tokens=4)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     before = metric(page, "Entropy after")
+    readout = _live(page).locator(".ls-readout")
+    shown_before = readout.inner_text()
     thumb = _thumb(page)
     expect(thumb).to_have_value("0.7")
     thumb.focus()
     for _ in range(10):  # 10 steps of 0.05: 0.7 -> 0.2
         thumb.press("ArrowLeft")
     expect(thumb).to_have_value("0.2")
+    # The chart and its readout follow at once, in the browser ...
+    assert readout.inner_text() != shown_before
+    # ... and the page's numbers once the slider rests (the what-if part reruns on the server).
     expect(page.get_by_test_id("stMetric").filter(has_text="Entropy after")).not_to_contain_text(before)
     wait_idle(page)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     # A lower temperature sharpens the distribution: less uncertainty left.
-    assert float(metric(page, "Entropy after").split()[0]) < float(before.split()[0])
+    after = float(metric(page, "Entropy after").split()[0])
+    assert after < float(before.split()[0])
+    assert f"entropy after: {after:.2f} bits" in readout.inner_text()  # the browser and Python agree
+    expect(thumb).to_have_value("0.2")  # the rerun did not move the slider back
     # It was a what-if: the sidebar (the journey's settings) still says 0.7.
     sidebar_thumb = page.get_by_test_id("stSidebar").get_by_test_id("stSlider").filter(
         has_text="Temperature").get_by_role("slider")
     expect(sidebar_thumb).to_have_value("0.7")
+    # A preset is a change from the server: the live slider takes it.
+    page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Creative writing: 0.9").click()
+    expect(thumb).to_have_value("0.9")
+    wait_idle(page)
+    expect(page.get_by_test_id("stMetric").filter(has_text="Entropy after")).not_to_contain_text(f"{after:.2f} bits")
+    # Back to the value the chart sent before the preset: the page follows again, and the slider stays.
+    thumb.focus()
+    for _ in range(14):  # 0.9 -> 0.2
+        thumb.press("ArrowLeft")
+    expect(page.get_by_test_id("stMetric").filter(has_text="Entropy after")).to_contain_text(f"{after:.2f} bits")
+    wait_idle(page)
+    expect(thumb).to_have_value("0.2")
     full_screenshot(page, screenshots / "sampling-what-if.png")
+
+
+def test_the_browser_resamples_exactly_as_python_does(app_url, page):
+    open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4)
+    live = _live(page)
+    vocabulary = live.evaluate("root => root.liveData.vocabulary")
+    scores = _logits(page)
+    assert scores.size == vocabulary == 49152, "the browser must have every token's logit"
+    for settings, stage in COMBINATIONS:
+        computed = live.evaluate(_SET, settings)
+        assert computed["settings"] == settings
+        expected = apply_sampling(scores, SamplingSettings(**settings))
+        if stage is not None:
+            assert expected.removed_count(stage) > 0, f"{settings} does not exercise {stage}"
+        ids = np.array([token["id"] for token in computed["shown"]])
+        finals = np.array([token["final"] for token in computed["shown"]])
+        stages = [token["removed"] for token in computed["shown"]]
+        assert computed["kept"] == expected.kept, settings
+        np.testing.assert_allclose(finals, expected.final_probs[ids], rtol=1e-9, atol=1e-12, err_msg=str(settings))
+        assert stages == [int(s) for s in expected.removed_by[ids]], settings
+        assert computed["entropy"] == pytest.approx(expected.entropy_bits, rel=1e-9, abs=1e-12)
+    assert any(token["removed"] != KEPT for token in computed["shown"]), "some shown token must be removed"
+    # The repetition penalty runs on the server: moving it sends the moved logits, and the browser uses them.
+    penalty = page.get_by_test_id("stMainBlockContainer").get_by_test_id("stSlider").filter(
+        has_text="Repetition penalty").get_by_role("slider")
+    fingerprint = live.evaluate("root => root.liveData.fingerprint")
+    penalty.focus()
+    for _ in range(6):  # 1.0 -> 1.3
+        penalty.press("ArrowRight")
+    page.wait_for_function(f"() => document.querySelector('{LIVE}').liveData.fingerprint !== '{fingerprint}'")
+    wait_idle(page)
+    penalized = _logits(page)
+    assert live.evaluate("root => root.liveData.moved.length") > 0 and not np.array_equal(penalized, scores)
+    settings = {"temperature": 1.0, "top_k": 0, "top_p": 0.8, "min_p": 0.0}
+    computed = live.evaluate(_SET, settings)
+    expected = apply_sampling(penalized, SamplingSettings(**settings))
+    ids = np.array([token["id"] for token in computed["shown"]])
+    np.testing.assert_allclose([t["final"] for t in computed["shown"]], expected.final_probs[ids], rtol=1e-9,
+                               atol=1e-12)
+    assert computed["kept"] == expected.kept
 
 
 def test_slider_step_redraw_time_is_measured(app_url, page, screenshots):
     open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4)
-    page.evaluate(_WATCH)
+    page.evaluate("""() => {
+      window.redraw = {pressed: null};
+      document.addEventListener('keydown', () => { window.redraw = {pressed: performance.now()}; }, {capture: true});
+    }""")
+    live = _live(page)
     thumb = _thumb(page)
     thumb.focus()
-    times = []
+    times, computes = [], []
     for step in range(STEPS):
+        draws = int(live.get_attribute("data-draws") or 0)
         thumb.press("ArrowRight")
-        page.wait_for_function("() => window.redraw.drawn !== null")
-        times.append(page.evaluate("() => window.redraw.drawn - window.redraw.pressed"))
+        page.wait_for_function(f"() => Number(document.querySelector('{LIVE}').dataset.draws) > {draws}")
+        times.append(live.evaluate("root => Number(root.dataset.drawnAt) - window.redraw.pressed"))
+        computes.append(float(live.get_attribute("data-compute-ms")))
+        page.wait_for_timeout(500)  # the slider rests: the page's what-if part reruns on the server
         wait_idle(page)
     expect(thumb).to_have_value(f"{0.7 + 0.05 * STEPS:.1f}")
     median = statistics.median(times)
     (screenshots / SLIDER_LATENCY_FILE).write_text(json.dumps(
         {"median_ms": round(median, 1), "min_ms": round(min(times), 1), "max_ms": round(max(times), 1),
-         "steps": STEPS}) + "\n")
-    print(f"\nslider redraw median {median:.0f} ms: {[round(t) for t in times]}")
+         "steps": STEPS, "transform_median_ms": round(statistics.median(computes), 2),
+         "measures": "key press on the live temperature slider to the next animation frame after the "
+                     "chart's SVG was updated (performance.now() in the page)"}) + "\n")
+    print(f"\nslider redraw median {median:.1f} ms: {[round(t, 1) for t in times]}; "
+          f"transform + SVG update {computes}")
     assert all(t > 0 for t in times)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_live_chart_is_legible_at_every_size(app_url, browser, screenshots, size):
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        for settings, _ in COMBINATIONS[:3]:
+            _live(page).evaluate(_SET, settings)
+            assert _problems(page) == [], settings
+        _live(page).evaluate(_SET, COMBINATIONS[2][0])
+        folder = screenshots / size
+        folder.mkdir(exist_ok=True)
+        _live(page).scroll_into_view_if_needed()
+        page.screenshot(path=folder / "sampling-live.png")
+    finally:
+        context.close()
+
+
+def test_the_live_chart_is_on_a_projectors_first_screen_in_presenter_mode(app_url, browser, screenshots):
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4, present=1)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        assert _problems(page) == []
+        top = _live(page).locator("svg.ls-chart").bounding_box()["y"]
+        folder = screenshots / "presenter"
+        folder.mkdir(exist_ok=True)
+        page.screenshot(path=folder / "sampling-live.png")
+        assert top + 200 <= 768, f"the live chart starts at {top} px"
+    finally:
+        context.close()

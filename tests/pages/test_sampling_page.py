@@ -1,11 +1,15 @@
-"""The Sampling page under AppTest: this run's numbers, what-if sliders, presets, real draws."""
+"""The Sampling page under AppTest: this run's numbers, the live chart's data and what-if settings, presets, real draws."""
+
+import base64
+import json
 
 import numpy as np
 import pytest
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward
-from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling, choose_token
+from lifecycle.sampling import SamplingSettings, apply_sampling, choose_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "The capital of France is"
@@ -30,40 +34,94 @@ def trace(figure, name):
     return next(t for t in figure.data if t.name == name)
 
 
+def live_data(app) -> dict:
+    """What the page sent the live chart (ui/live_sampling.js) this run."""
+    return json.loads(app.get("bidi_component")[0].proto.json)
+
+
+def browser_sends(app, settings: dict):
+    """Run the app as if the live chart's sliders had come to rest on ``settings`` in the browser."""
+    state = WidgetState(id=app.get("bidi_component")[0].proto.id, json_value=json.dumps({"settings": settings}))
+    tree = app._tree
+    collect = tree.get_widget_states
+
+    def with_the_chart():
+        states = collect()
+        states.widgets.append(state)
+        return states
+
+    tree.get_widget_states = with_the_chart
+    try:
+        return app.run()
+    finally:
+        del tree.get_widget_states
+
+
 def test_page_shows_the_resampled_distribution_of_this_prompt(run_page, logits, prompt_ids):
     app = run_page("sampling", **SETTINGS)
     assert not app.exception and not app.error
     expected = apply_sampling(logits, SamplingSettings(temperature=0.7, top_p=0.9), prompt_ids)
     assert metric(app, "Tokens that survive") == f"{expected.kept:,}"
     assert metric(app, "Entropy after") == f"{expected.entropy_bits:.2f} bits"
-    final = trace(plotly_figure(app, "resampling"), "Probability after sampling").x
-    top_final = np.sort(expected.final_probs[expected.removed_by == KEPT])[::-1][: len(final)]
-    assert np.allclose(sorted(final, reverse=True), top_final, atol=1e-4)
+    # The live chart gets this prompt's logits, every one (the engine's batched prefill rounds a little
+    # differently from run_forward), and the model's top tokens as text.
+    data = live_data(app)
+    assert np.allclose(np.frombuffer(base64.b64decode(data["logits"]), "<f4"), logits, atol=1e-3)
+    top = np.argsort(-expected.base_probs, kind="stable")[:25]
+    assert [token["id"] for token in data["shown"]] == [int(i) for i in top]
     # The what-if sliders start from the sidebar's settings.
-    assert app.slider(key="what_if_temperature").value == 0.7
-    assert app.slider(key="what_if_top_p").value == 0.9
+    assert data["settings"] == {"temperature": 0.7, "top_p": 0.9, "top_k": 0, "min_p": 0.0}
+    assert app.slider(key="what_if_repetition_penalty").value == 1.0
 
 
-def test_moving_a_slider_recomputes_but_leaves_the_journey_settings(run_page):
+def test_moving_a_slider_recomputes_but_leaves_the_journey_settings(run_page, logits, prompt_ids):
     app = run_page("sampling", **SETTINGS)
     before = metric(app, "Tokens that survive")
-    app.slider(key="what_if_temperature").set_value(0.0).run()
+    browser_sends(app, {"temperature": 1.2, "top_p": 0.5, "top_k": 10, "min_p": 0.0})
     assert not app.exception
-    assert metric(app, "Tokens that survive") == "1" != before
-    assert metric(app, "Entropy after") == "0.00 bits"
+    expected = apply_sampling(logits, SamplingSettings(temperature=1.2, top_p=0.5, top_k=10), prompt_ids)
+    assert metric(app, "Tokens that survive") == f"{expected.kept:,}" != before
+    assert metric(app, "Entropy after") == f"{expected.entropy_bits:.2f} bits"
     assert app.session_state["temperature"] == 0.7  # a what-if: the sidebar still says 0.7
     next(b for b in app.button if b.label == "Use these settings for the journey").click().run()
     assert not app.exception
-    assert app.session_state["temperature"] == 0.0
-    assert app.slider(key="what_if_temperature").value == 0.0
+    assert (app.session_state["temperature"], app.session_state["top_p"], app.session_state["top_k"]) == (1.2, 0.5, 10)
+    assert live_data(app)["settings"] == {"temperature": 1.2, "top_p": 0.5, "top_k": 10, "min_p": 0.0}
+
+
+@pytest.mark.parametrize("sent", [
+    {"temperature": 99, "top_p": 0.5, "top_k": 10, "min_p": 0.0},
+    {"temperature": "hot", "top_p": 0.5, "top_k": 10, "min_p": 0.0},
+    {"temperature": 1.0, "top_p": 0.0, "top_k": -3, "min_p": 0.0},
+    {"temperature": 1.0},
+])
+def test_settings_a_browser_sends_out_of_range_are_ignored(run_page, sent):
+    app = run_page("sampling", **SETTINGS)
+    before = metric(app, "Entropy after")
+    browser_sends(app, sent)
+    assert not app.exception and not app.error
+    assert metric(app, "Entropy after") == before
+    assert live_data(app)["settings"] == {"temperature": 0.7, "top_p": 0.9, "top_k": 0, "min_p": 0.0}
+
+
+def test_the_repetition_penalty_is_applied_on_the_server(run_page, logits, prompt_ids):
+    app = run_page("sampling", **SETTINGS)
+    assert live_data(app)["moved"] == []
+    app.slider(key="what_if_repetition_penalty").set_value(1.5).run()
+    assert not app.exception
+    data = live_data(app)
+    sent = np.frombuffer(base64.b64decode(data["logits"]), "<f4")
+    shift = apply_sampling(sent, SamplingSettings(repetition_penalty=1.5), prompt_ids).shift("repetition_penalty")
+    assert [i for i, _ in data["moved"]] == [int(i) for i in shift.ids] and len(shift.ids) > 3
+    assert [v for _, v in data["moved"]] == [float(v) for v in shift.after]
 
 
 def test_presets_set_the_what_if_temperature(run_page):
     app = run_page("sampling", **SETTINGS)
     next(b for b in app.button if b.label.startswith("Creative writing")).click().run()
-    assert app.slider(key="what_if_temperature").value == 0.9
+    assert live_data(app)["settings"]["temperature"] == 0.9
     next(b for b in app.button if b.label.startswith("Extraction, tools")).click().run()
-    assert app.slider(key="what_if_temperature").value == 0.0
+    assert live_data(app)["settings"]["temperature"] == 0.0
     assert metric(app, "Tokens that survive") == "1"
 
 

@@ -1,0 +1,34 @@
+"""The Sampling page's live chart as a Streamlit component: sliders and chart redrawn in the browser.
+
+The component (ui/live_sampling.js, .css) is mounted in the page's own DOM (no iframe, nothing
+fetched at run time) and receives charts.live_sampling's data. Each slider move redraws the chart in
+the browser; when a slider rests, its settings come back to Python, which reruns the page's what-if
+part so the numbers and charts below follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+
+_HERE = Path(__file__).resolve().parent
+_COMPONENT = st.components.v2.component(
+    "lifecycle_live_sampling",
+    js=(_HERE / "live_sampling.js").read_text(),
+    css=(_HERE / "live_sampling.css").read_text(),
+    isolate_styles=False,  # in the page's DOM, so the page's font and the browser tests' DOM checks reach it
+)
+
+
+def live_sampling_chart(data: dict, key: str, on_settings: Callable[[], None]) -> dict | None:
+    """Mount the live chart with ``data``; ``on_settings`` runs when the browser sends new settings,
+    which are then in ``live_settings_sent(key)``."""
+    return _COMPONENT(key=key, data=data, on_settings_change=on_settings, height="content")
+
+
+def live_settings_sent(key: str) -> dict | None:
+    """The settings the browser last sent from the component mounted with ``key`` (None: none yet)."""
+    state = st.session_state.get(key)
+    return None if state is None else state.get("settings")
