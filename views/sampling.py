@@ -127,6 +127,7 @@ def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_t
     what_if = _what_if_settings(settings)
     data = live_sampling_data(logits, previous, what_if, token_text, SHOWN_TOKENS, _knob_specs(settings))
     live_sampling_chart(data, LIVE, _from_browser)
+    st.caption(SPLIT_CHARACTER_NOTE)  # below the chart it explains, so a projector's first screen keeps the chart
     spec = NUMBERS["repetition_penalty"]
     st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL["repetition_penalty"],
               help=spec.help + " It runs on the server: it needs the prompt's tokens, so a move reruns this part.")
@@ -311,5 +312,4 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
 
 with stage_page("sampling") as settings:
     prepared, prefill = prefilled_prompt(settings)
-    st.caption(SPLIT_CHARACTER_NOTE)
     _what_if(settings, prefill.next_token.logits, prepared.rendered.ids, prefill.next_token.token_text)
