@@ -10,7 +10,7 @@ import pytest
 
 import lifecycle.server.keys as keys_module
 from lifecycle.errors import LifecycleError
-from lifecycle.server.calllog import CallLog, CallRecord, default_call_log_path, log_line
+from lifecycle.server.calllog import CallLog, CallRecord, default_call_log_path
 from lifecycle.server.keys import bearer_token, check_api_key, new_api_key, parse_api_keys
 from lifecycle.server.ratelimit import RateLimiter
 from lifecycle.server.routing import route
@@ -272,15 +272,12 @@ def test_secrets_never_reach_the_file(tmp_path):
     assert not wal.exists() or SECRET.encode() not in wal.read_bytes()
 
 
-def test_crlf_and_control_characters_stored_intact_and_logged_on_one_line(tmp_path):
+def test_crlf_and_control_characters_are_stored_intact(tmp_path):
     nasty = "line1\r\nINJECTED 200 ok\x1b[31m\x00\u2028end"
     with CallLog(tmp_path / "calls.sqlite3") as log:
         log.record(CallRecord(id="c\r\n1", model=nasty, error=nasty, journey={"frames": [nasty]}))
         stored = log.get("c\r\n1")
     assert stored.model == nasty and stored.error == nasty and stored.journey == {"frames": [nasty]}
-    line = log_line(stored)
-    assert all(ch not in line for ch in "\r\n\x1b\x00\u2028")
-    assert "line1\\r\\nINJECTED" in line
 
 
 def test_journey_json_is_plain_text(tmp_path):

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Iterable
 
 from lifecycle.errors import LifecycleError
-from lifecycle.server.wire import escape_control
 
 CALL_LOG_ENV = "LIFECYCLE_CALL_LOG"
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',]+")
@@ -64,19 +63,6 @@ def redact_secrets(text: str, secrets_: Iterable[str] = ()) -> str:
         if secret:
             text = text.replace(secret, REDACTED).replace(json.dumps(secret)[1:-1], REDACTED)
     return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
-
-
-def log_line(record: CallRecord) -> str:
-    """One line for a text log; CR, LF and control characters in any field are escaped."""
-    parts = [
-        record.id, f"key={record.key_name}", f"model={record.model}", f"status={record.status}",
-        f"outcome={record.outcome}", f"finish={record.finish_reason}",
-        f"tokens={record.prompt_tokens}+{record.completion_tokens}={record.total_tokens}",
-        f"ttft={record.ttft}", f"duration={record.duration}",
-    ]
-    if record.error:
-        parts.append(f"error={record.error}")
-    return " ".join(escape_control(str(part)) for part in parts)
 
 
 class CallLog:
