@@ -23,6 +23,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable
+from concurrent import futures
 from typing import TypeVar
 
 import streamlit as st
@@ -128,7 +129,7 @@ def _show_progress(pending: Pending, max_tokens: int, tag: str) -> None:
                 show_text("".join(step.delta for step in steps) or "…", limit=PROGRESS_CHARS)
             else:
                 st.caption(_waiting_line(pending, tag, seconds))
-        time.sleep(POLL_SECONDS)
+        futures.wait([pending], timeout=POLL_SECONDS)  # back at once when it is done
     box.empty()
 
 
@@ -137,7 +138,7 @@ def _show_waiting(pending: Pending, tag: str) -> None:
     box = st.empty()
     while not pending.done():
         box.caption(_waiting_line(pending, tag, time.monotonic() - pending.started))
-        time.sleep(POLL_SECONDS)
+        futures.wait([pending], timeout=POLL_SECONDS)  # back at once when it is done
     box.empty()
 
 
