@@ -41,11 +41,13 @@ def mask_figure(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequen
             hovertemplate="step %{x}: %{y:,} tokens allowed<br>%{customdata}<extra></extra>",
         )
     )
-    figure.add_hline(y=vocabulary, line_dash="dash", line_color="grey",
-                     annotation_text=f"whole vocabulary: {vocabulary:,}", annotation_position="bottom right")
+    # The line's meaning is in the page's caption: its annotation landed off the chart on the log axis, and
+    # beside the line it would run into the bar labels.
+    figure.add_hline(y=vocabulary, line_dash="dash", line_color="grey")
     figure.update_layout(
         template=TEMPLATE, showlegend=False, height=380,
-        xaxis=dict(title=axis_title("Generated token"), tickangle=-60),
+        # Upright labels: slanted ones ran into their neighbours where Plotly showed every second token.
+        xaxis=dict(title=axis_title("Generated token"), tickangle=-90, tickfont=dict(size=14)),
         yaxis=dict(title=axis_title("Tokens the mask allows", "log scale"), type="log", dtick=1, tickformat=",",
                    range=[-0.2, math.log10(vocabulary) + 0.6]),
     )
