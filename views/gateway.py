@@ -29,6 +29,7 @@ from ui.text import literal, ms
 WRONG_KEY = "sk-wrong-0000000000000000"
 DEMO_KEY = "demo"
 LOG_ROWS = 50
+BURST_ROWS_SHOWN = 25  # rows of the burst table in view without scrolling
 DEMO_STATE = "gateway_demo"  # session state: this visitor's own demo gateway
 ANSWER_STATE = "gateway_demo_answer"
 VISITOR_KEY_STATE = "live_calls_key"  # the key a visitor presented on the Live calls page (session only)
@@ -183,6 +184,7 @@ def _limit_demo(journey: Journey) -> None:
         {"call": "call", "status": "status", "requests left": "req. left", "tokens left": "tokens left",
          "retry-after (s)": "retry (s)"},
         key="burst_table", full_from=450, hide_index=True,
+        height=35 * (min(len(calls), BURST_ROWS_SHOWN) + 1) + 3,  # the refused calls come last: show them too
         narrow_widths={"call": 45, "status": 55, "req. left": 70, "tokens left": 80, "retry (s)": 70},
     )
     refused = next((decision for _, decision in calls if not decision.allowed), None)
