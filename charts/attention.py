@@ -19,11 +19,18 @@ _STOPS = np.linspace(0.0, 1.0, 21)
 SQRT_SCALE = [[float(v), c] for v, c in zip(_STOPS**2, sample_colorscale(SEQUENTIAL, list(_STOPS)))]
 # The colour bar's axis is linear in the weight: a tick at 0.05 would sit on top of the one at 0.
 WEIGHT_TICKS = dict(tickvals=[0, 0.2, 0.5, 1.0], ticktext=["0", "0.2", "0.5", "1"])
+# The colour bar lies along the top of a heat map: standing at its side, it took a third of a phone's width.
+TOP_COLORBAR = dict(title=dict(text="weight", side="top"), orientation="h", x=0.5, xanchor="center", y=1.0,
+                    yanchor="bottom", len=1.0, thickness=14, **WEIGHT_TICKS)
 
 # Each tile of the all-heads mosaic is at most this many cells on a side (block-averaged).
 MOSAIC_TILE = 24
 MAX_TOKEN_TICKS = 30
+MAX_KEY_TICKS = 10  # upright key labels side by side: as many as fit a phone-wide heat map
+MAX_LAYER_TICKS = 10  # layer numbers under the all-heads mosaic: as many as fit a projector
 TICK_FONT = 14
+LENS_FONT = 14
+LENS_ROW_PX = 22  # per layer of the logit lens: room for one line of 14 px text
 
 
 def attention_heatmap(
@@ -39,7 +46,7 @@ def attention_heatmap(
             colorscale=SQRT_SCALE,
             zmin=0.0,
             zmax=1.0,
-            colorbar=dict(title=dict(text="weight", side="right"), **WEIGHT_TICKS),
+            colorbar=TOP_COLORBAR,
             hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
         )
     )
@@ -50,15 +57,17 @@ def attention_heatmap(
         )
     side = max(420, min(900, 16 * len(labels) + 220))
     step = max(1, math.ceil(len(labels) / MAX_TOKEN_TICKS))
+    key_step = max(1, math.ceil(len(labels) / MAX_KEY_TICKS))  # the hover names every key
     figure.update_layout(
         template=TEMPLATE,
         title=title,
         # Upright labels, at most MAX_TOKEN_TICKS per axis: long prompts label every n-th token.
         xaxis=dict(title=axis_title("Key: the token looked at"), type="category", tickangle=-90,
-                   tickfont=dict(size=TICK_FONT), dtick=step),
+                   tickfont=dict(size=TICK_FONT), dtick=key_step),
         yaxis=dict(title=axis_title("Query: the token looking"), type="category", autorange="reversed",
                    tickfont=dict(size=TICK_FONT), dtick=step),
-        height=side,
+        height=side + 60,
+        margin=dict(t=120),  # the title, then the colour bar
     )
     return figure
 
@@ -82,6 +91,7 @@ def attention_mosaic(attentions: Mapping[int, np.ndarray], tile: int = MOSAIC_TI
     heads = next(iter(attentions.values())).shape[0]
     side = min(tile, next(iter(attentions.values())).shape[-1])
     step = side + 1
+    layer_step = max(1, math.ceil(len(layers) / MAX_LAYER_TICKS))
     mosaic = np.full((heads * step - 1, len(layers) * step - 1), np.nan)
     for column, layer in enumerate(layers):
         for head in range(heads):
@@ -94,7 +104,7 @@ def attention_mosaic(attentions: Mapping[int, np.ndarray], tile: int = MOSAIC_TI
             colorscale=SQRT_SCALE,
             zmin=0.0,
             zmax=1.0,
-            colorbar=dict(title=dict(text="weight", side="right"), **WEIGHT_TICKS),
+            colorbar=TOP_COLORBAR,
             hoverongaps=False,
             hovertemplate="weight %{z:.3f}<extra></extra>",
         )
@@ -102,14 +112,16 @@ def attention_mosaic(attentions: Mapping[int, np.ndarray], tile: int = MOSAIC_TI
     figure.update_layout(
         template=TEMPLATE,
         xaxis=dict(
-            title=axis_title("Layer"), tickvals=[c * step + side / 2 - 0.5 for c in range(len(layers))],
-            ticktext=[str(layer) for layer in layers], showgrid=False, zeroline=False,
+            title=axis_title("Layer"), showgrid=False, zeroline=False,
+            tickvals=[c * step + side / 2 - 0.5 for c in range(0, len(layers), layer_step)],
+            ticktext=[str(layer) for layer in layers[::layer_step]],
         ),
         yaxis=dict(
             title=axis_title("Query head"), tickvals=[h * step + side / 2 - 0.5 for h in range(heads)],
             ticktext=[str(h) for h in range(heads)], autorange="reversed", showgrid=False, zeroline=False,
         ),
-        height=max(360, 50 * heads + 140),
+        height=max(360, 50 * heads + 140) + 60,
+        margin=dict(t=90),  # the colour bar
     )
     return figure
 
@@ -146,24 +158,30 @@ def logit_lens_chart(layers: Sequence[int], tokens: Sequence[str], probabilities
                      final_token: str) -> go.Figure:
     """Each layer's top-1 next-token guess and its probability; guesses equal to the final answer stand out."""
     colours = [OKABE_ITO[2] if token == final_token else MUTED for token in tokens]
+    # One row per layer, the guess written level beside its bar: labels one under the other never
+    # collide, however narrow the chart (upright labels over 30 columns did on a projector).
     figure = go.Figure(
         go.Bar(
-            x=list(layers),
-            y=list(probabilities),
+            y=list(layers),
+            x=list(probabilities),
+            orientation="h",
             text=[show_token(t) for t in tokens],
             textposition="outside",
-            textangle=-90,
+            constraintext="none",  # full-size text, never shrunk to the bar's thickness
+            textfont=dict(size=LENS_FONT),
             cliponaxis=False,
             marker_color=colours,
-            hovertemplate="layer %{x}: %{text} at %{y:.1%}<extra></extra>",
+            hovertemplate="layer %{y}: %{text} at %{x:.1%}<extra></extra>",
         )
     )
     figure.update_layout(
         template=TEMPLATE,
-        xaxis=dict(title=axis_title("Layer", "0 = first"), dtick=1, tickfont=dict(size=14)),
-        yaxis=dict(title=axis_title("Top-1 probability"), range=[0, 1.3], tickformat=".0%",
-                   tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
-        height=520,
+        yaxis=dict(title=axis_title("Layer", "0 = first"), dtick=1, tickfont=dict(size=LENS_FONT),
+                   autorange="reversed"),
+        xaxis=dict(title=axis_title("Top-1 probability"), range=[0, 1.45], tickformat=".0%",
+                   tickvals=[0, 0.5, 1.0]),
+        height=LENS_ROW_PX * len(layers) + 150,
+        bargap=0.25,
         showlegend=False,
     )
     return figure

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title, wrap_label
 from lifecycle.context import DEFAULT_SYSTEM, DOCUMENTS, HISTORY, NEW_MESSAGE, SYSTEM, TEMPLATE as TEMPLATE_SEGMENT
 from lifecycle.context import TOOLS, ContextBudget
 
@@ -43,7 +43,7 @@ def budget_parts(budget: ContextBudget) -> dict[str, int]:
 
 def budget_chart(rows: Sequence[tuple[str, ContextBudget]]) -> go.Figure:
     """Stacked bars, one row per (label, budget), all against the first budget's window."""
-    labels = [label for label, _ in rows]
+    labels = [wrap_label(label, 14) for label, _ in rows]  # long row names on two lines: room for the bars on a phone
     parts = [budget_parts(budget) for _, budget in rows]
     figure = go.Figure()
     for part in BUDGET_PARTS:

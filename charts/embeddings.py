@@ -44,7 +44,8 @@ def embedding_strip(vectors: np.ndarray, labels: Sequence[str], dims: int) -> go
     )
     figure.update_layout(
         template=TEMPLATE,
-        xaxis_title=axis_title("Embedding dimension", f"first {shown.shape[1]} of {np.shape(vectors)[1]}"),
+        # On two lines: in one, the title is wider than a phone-sized chart.
+        xaxis_title=f"Embedding dimension<br>(first {shown.shape[1]} of {np.shape(vectors)[1]})",
         yaxis=dict(title=axis_title("Token", "position: text"), autorange="reversed", type="category"),
         height=max(320, 22 * len(labels) + 140),
     )

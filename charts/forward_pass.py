@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from charts.theme import FONT_SIZE, MUTED, OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import FONT_SIZE, LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title
 
 BOX_HEIGHT = 0.62  # of one row; the rest is the arrow between boxes
 LABEL_SPOTS = ("top left", "bottom right", "top right", "bottom left")  # neighbouring labels do not overlap
@@ -92,8 +92,8 @@ def rope_rotation(before: np.ndarray, after: np.ndarray, angle: float, dims: tup
         xaxis=dict(title=axis_title(f"Dimension {dims[0]}"), range=[-limit, limit], zeroline=True),
         yaxis=dict(title=axis_title(f"Dimension {dims[1]}"), range=[-limit, limit], zeroline=True,
                    scaleanchor="x", scaleratio=1),
-        height=440,
-        legend=dict(orientation="h", y=-0.25),
+        height=480,
+        legend=LEGEND_BELOW,  # under the axis title, never on it
     )
     return figure
 
@@ -140,7 +140,7 @@ def silu_neurons(gate: np.ndarray, activated: np.ndarray, top: Sequence[int]) ->
                                 hovertemplate="neuron %{text}: gate %{x:.2f} -> %{y:.2f}<extra></extra>"))
     figure.update_layout(template=TEMPLATE, height=440,
                          xaxis_title=axis_title("Gate value g"), yaxis_title=axis_title("SiLU(g)"),
-                         legend=dict(orientation="h", y=-0.25))
+                         legend=LEGEND_BELOW)
     return figure
 
 
@@ -153,9 +153,9 @@ def top_neuron_bars(neurons: Sequence[int], activated: np.ndarray, up: np.ndarra
         figure.add_trace(go.Bar(x=labels, y=np.asarray(values, dtype=np.float64)[list(neurons)], name=name,
                                 marker_color=colour, hovertemplate=f"neuron %{{x}}: {name} %{{y:.3f}}<extra></extra>"))
     figure.update_layout(template=TEMPLATE, barmode="group", height=420,
-                         xaxis=dict(title=axis_title("Neuron", "index"), type="category",
-                                    tickangle=0),
-                         yaxis_title=axis_title("Value"), legend=dict(orientation="h", y=1.15))
+                         # Plotly turns the neuron numbers upright where they would collide (a phone).
+                         xaxis=dict(title=axis_title("Neuron", "index"), type="category"),
+                         yaxis_title=axis_title("Value"), legend=LEGEND_BELOW)
     return figure
 
 
@@ -174,8 +174,9 @@ def residual_stream_chart(residual_norms: np.ndarray, attention_norms: np.ndarra
                                 hovertemplate="after layer %{x}: ‖x‖ = %{y:.1f}<extra></extra>"), secondary_y=True)
     if highlight is not None:
         figure.add_vrect(x0=highlight - 0.5, x1=highlight + 0.5, fillcolor=OKABE_ITO[1], opacity=0.2, line_width=0)
-    figure.update_layout(template=TEMPLATE, barmode="group", height=460, legend=dict(orientation="h", y=1.14))
-    figure.update_xaxes(title_text=axis_title("Layer", "-1 = embedding"), dtick=2, range=[-1.5, len(layers) - 0.5])
+    figure.update_layout(template=TEMPLATE, barmode="group", height=480, legend=LEGEND_BELOW)
+    # Plotly's own tick spacing: every 2nd layer where there is room, fewer on a phone.
+    figure.update_xaxes(title_text=axis_title("Layer", "-1 = embedding"), range=[-1.5, len(layers) - 0.5])
     figure.update_yaxes(title_text=axis_title("Length added", "L2 norm"), secondary_y=False, rangemode="tozero")
     figure.update_yaxes(title_text=axis_title("Stream length", "L2 norm"), secondary_y=True, showgrid=False,
                         rangemode="tozero")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title, wrap_label
 
 # One colour per phase of ui/stages.py; the app's own inspection pass is grey: not part of a real call.
 PHASE_COLOURS = {
@@ -29,7 +29,7 @@ def latency_waterfall(durations: Sequence[tuple[str, float]], phases: Sequence[s
     colours = [PHASE_COLOURS.get(p, OKABE_ITO[0]) for p in phases] if phases else OKABE_ITO[0]
     figure = go.Figure(
         go.Bar(
-            y=names,
+            y=[wrap_label(name) for name in names],  # a long stage name on two lines keeps a phone's bars wide
             x=widths,
             base=starts,
             orientation="h",

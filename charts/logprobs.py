@@ -14,6 +14,7 @@ from charts.theme import TEMPLATE
 
 LINE_CHARS = 38
 ROW_HEIGHT = 40
+MIN_ROWS_MID_TICK = 3  # rows from which the colour bar is long enough for a 50% tick
 # Low probability warm and saturated, high probability pale: the eye goes to the surprises.
 COLOURSCALE = [[0.0, "#d55e00"], [0.35, "#e69f00"], [0.7, "#f0e442"], [1.0, "#eef6e8"]]
 
@@ -58,6 +59,8 @@ def logprob_text_figure(
         )
     )
     rows = (places[-1][0] + 1) if places else 1
+    # A one- or two-row chart has a short colour bar: three tick labels would sit on each other there.
+    figure.update_traces(marker_colorbar=dict(tickvals=[0, 0.5, 1] if rows >= MIN_ROWS_MID_TICK else [0, 1]))
     figure.update_layout(
         template=TEMPLATE, showlegend=False, height=70 + rows * ROW_HEIGHT, margin=dict(l=8, r=8, t=8, b=8),
         uniformtext=dict(minsize=9, mode="show"), bargap=0,

@@ -59,3 +59,15 @@ LEGEND_BELOW = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, 
 def axis_title(name: str, unit: str | None = None) -> str:
     """An axis label with its unit in parentheses, e.g. ``axis_title("Time", "ms")`` -> "Time (ms)"."""
     return f"{name} ({unit})" if unit else name
+
+
+def wrap_label(text: str, width: int = 16) -> str:
+    """A category label broken into lines of about ``width`` characters at spaces (Plotly's ``<br>``),
+    so a long tick label does not take a phone-sized chart's whole width. Single words stay whole."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)

@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title, wrap_label
 from lifecycle.tokenize import Token
 from lifecycle.vocabulary import show_token
 
 CHIP_TINTS = ("#D6EAF8", "#FCE5B6")  # light sky blue / light orange (Okabe-Ito tints)
 SPECIAL_CHIP = "#000000"
 ENCODING_LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o)", "cl100k_base": "cl100k_base (GPT-4)"}
+SHORT_LABELS = {"model": "SmolLM2", "o200k_base": "o200k", "cl100k_base": "cl100k"}  # for a phone-wide table
 _CHIP_STYLE = (
     "display:inline-block;margin:2px 1px;padding:1px 5px;border-radius:4px;"
     "font-family:ui-monospace,monospace;font-size:16px;line-height:1.3;text-align:center;"
@@ -59,16 +60,14 @@ def language_token_chart(languages: Sequence[str], counts: Mapping[str, Sequence
                 x=list(languages),
                 y=list(values),
                 marker_color=OKABE_ITO[index % len(OKABE_ITO)],
-                text=list(values),
-                textposition="outside",
-                cliponaxis=False,
+                # No number on each of the 27 bars: on a projector or a phone they shrank to specks or ran
+                # together ("141414"); the table under the chart lists every count, the hover names each bar.
                 hovertemplate="%{x}: %{y} tokens<extra>%{fullData.name}</extra>",
             )
         )
     figure.update_layout(
         template=TEMPLATE,
         barmode="group",
-        title="The same sentence in each language",
         xaxis_title=axis_title("Language"),
         yaxis_title=axis_title("Length", "tokens"),
         legend=LEGEND_BELOW,
@@ -79,7 +78,7 @@ def language_token_chart(languages: Sequence[str], counts: Mapping[str, Sequence
 
 def tokenizer_count_chart(counts: Mapping[str, int]) -> go.Figure:
     """Horizontal bars: how many tokens the prompt is under each tokenizer."""
-    labels = [ENCODING_LABELS.get(encoding, encoding) for encoding in counts]
+    labels = [wrap_label(ENCODING_LABELS.get(encoding, encoding), 10) for encoding in counts]
     values = list(counts.values())
     figure = go.Figure(
         go.Bar(

@@ -63,8 +63,8 @@ def test_bars_show_only_keys_up_to_the_query_and_mark_the_strongest():
 def test_logit_lens_shows_each_layers_guess_and_marks_the_final_one():
     figure = logit_lens_chart([0, 1, 2], ["\n", " blue", " blue"], [0.7, 0.4, 0.9], " blue")
     bar = figure.data[0]
-    assert list(bar.x) == [0, 1, 2] and list(bar.y) == [0.7, 0.4, 0.9]
+    assert list(bar.y) == [0, 1, 2] and list(bar.x) == [0.7, 0.4, 0.9] and bar.orientation == "h"
     assert list(bar.text) == ["↵", "␣blue", "␣blue"]
     colours = list(bar.marker.color)
     assert colours[1] == colours[2] != colours[0]
-    assert figure.layout.yaxis.title.text == "Top-1 probability"
+    assert figure.layout.xaxis.title.text == "Top-1 probability"

@@ -31,6 +31,8 @@ def test_mask_chart_has_one_bar_per_step_and_marks_overruled_steps():
     assert list(bar.y) == [1, 29, 48782] and bar.x[2] == "3. &lt;b&gt;"
     assert bar.marker.color[1] != bar.marker.color[0] == bar.marker.color[2]
     assert list(bar.text) == ["", "29", "48.8k"]  # forced steps (1 allowed) stay unlabelled
+    repeated = mask_figure(["a", "b", "c", "d"], [48782, 48765, 5, 48782], [False] * 4, 49152).data[0]
+    assert list(repeated.text) == ["48.8k", "", "5", "48.8k"]  # a run of equal counts is labelled once
     assert figure.layout.shapes[0].y0 == 49152
 
 

@@ -35,6 +35,7 @@ PROMPT_PREVIEW_CHARS = 400
 EMPTY_PROMPT = "The prompt is empty: type one in the sidebar (Prompt) to follow it through the stages."
 PRESENT = "present"  # the presenter-mode switch's key and URL parameter
 PRESENTER = Path(__file__).resolve().parent / "presenter"
+LAYOUT_CSS = Path(__file__).resolve().parent / "layout.css"  # every page, presenter mode or not
 # Streamlit's HTML sanitizer dropped this script sent as plain text; as base64 it arrives intact.
 _KEYS_SCRIPT = f"<script>eval(atob('{base64.b64encode((PRESENTER / 'keys.js').read_bytes()).decode()}'))</script>"
 LESSON_SHORT_CHARS = 240
@@ -58,6 +59,7 @@ def run_app() -> None:
     sections = {"": [_page(HOME, default=True)]}
     sections.update({name: [_page(p) for p in pages] for name, pages in PHASES.items()})
     current = st.navigation(sections, expanded=True)
+    st.html(LAYOUT_CSS)
     for problem in url_problems(st.query_params.to_dict()):
         st.warning(problem, icon=":material/link_off:")
     if st.sidebar.toggle("Presenter mode", key=PRESENT, on_change=_present_to_url,

@@ -9,6 +9,7 @@ from charts.attention import attention_bars, attention_heatmap, attention_mosaic
 from charts.embeddings import quoted, token_labels
 from lifecycle.forward import ForwardPass, run_forward, token_text
 from ui.frame import lesson, loaded_model, stage_page
+from ui.tables import fitted_table
 from ui.cache import inspected_prompt
 
 PRONOUN_SENTENCE = "The programmer fixed the bug because it caused crashes."
@@ -130,7 +131,7 @@ with stage_page("attention") as settings:
                          [g.candidates[0].probability for g in lens], final.text),
         key="logit_lens", theme=None
     )
-    st.dataframe(
+    fitted_table(
         {
             "layer": [g.layer for g in lens],
             "top guess": [show_token(g.candidates[0].text) for g in lens],
@@ -138,5 +139,7 @@ with stage_page("attention") as settings:
             "runners-up": [", ".join(show_token(c.text) for c in g.candidates[1:4]) for g in lens],
             "entropy (bits)": [round(g.entropy_bits, 2) for g in lens],
         },
-        hide_index=True,
+        {"layer": "layer", "top guess": "top guess", "probability": "probability", "entropy (bits)": "bits"},
+        key="logit_lens_table", full_from=420, hide_index=True,
+        narrow_widths={"layer": 50, "top guess": 120, "probability": 90, "bits": 60},
     )

@@ -16,6 +16,7 @@ from lifecycle.stream import assemble
 from lifecycle.tokenize import encode_plain
 from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, stage_page
+from ui.tables import fitted_table
 from ui.text import safe_markdown
 
 SPLIT_EXAMPLE = "I love 🦀 and 🍣"
@@ -53,7 +54,8 @@ def _chart(steps: list[DetokenizedStep], key: str) -> None:
 
 def _steps_view(steps: list[DetokenizedStep], key: str) -> None:
     _chart(steps, key)
-    st.dataframe(_table(steps), hide_index=True)
+    fitted_table(_table(steps), ["Step", "Id", "Bytes (hex)", "Emitted"], key=f"{key}_bytes", full_from=840,
+                 hide_index=True, narrow_widths={"Step": 45, "Id": 65, "Bytes (hex)": 110, "Emitted": 120})
     if len(steps) > TABLE_ROWS:
         st.caption(f"The first {TABLE_ROWS} of {len(steps)} tokens are listed.")
 

@@ -23,11 +23,13 @@ from lifecycle.server.routes import default_server
 from ui.cache import cached_journey
 from ui.deployment import local_only
 from ui.frame import lesson, stage_page
+from ui.tables import fitted_table
 from ui.text import literal, ms
 
 WRONG_KEY = "sk-wrong-0000000000000000"
 DEMO_KEY = "demo"
 LOG_ROWS = 50
+BURST_ROWS_SHOWN = 25  # rows of the burst table in view without scrolling
 DEMO_STATE = "gateway_demo"  # session state: this visitor's own demo gateway
 ANSWER_STATE = "gateway_demo_answer"
 VISITOR_KEY_STATE = "live_calls_key"  # the key a visitor presented on the Live calls page (session only)
@@ -103,7 +105,10 @@ def _own_calls() -> None:
     latest = records[0]
     st.caption(f"The newest of {len(records)} call(s) you may see: {latest.id}, answered "
                f"HTTP {latest.status} in {ms(latest.duration)}. Key names only: a key itself is never stored.")
-    st.dataframe(gateway_rows((latest.journey or {}).get("gateway") or []), hide_index=True, key="own_steps")
+    steps = pd.DataFrame(gateway_rows((latest.journey or {}).get("gateway") or []),
+                         columns=["step", "outcome", "status", "at (ms)", "detail"])
+    fitted_table(steps, ["step", "outcome", "status", "detail"], key="own_steps", full_from=600, hide_index=True,
+                 narrow_widths={"step": 75, "outcome": 75, "status": 50, "detail": 130})
     table = pd.DataFrame(
         {
             "id": [r.id for r in records],
@@ -116,7 +121,10 @@ def _own_calls() -> None:
             "duration (ms)": [None if r.duration is None else round(r.duration * 1000, 1) for r in records],
         }
     )
-    st.dataframe(table, hide_index=True, key="call_log")
+    fitted_table(table, {"status": "status", "outcome": "outcome", "prompt tokens": "prompt",
+                         "completion tokens": "completion", "duration (ms)": "ms"},
+                 key="call_log", full_from=950, hide_index=True,
+                 narrow_widths={"status": 55, "outcome": 75, "prompt": 65, "completion": 85, "ms": 60})
 
 
 def _burst(rpm: int, tpm: int, count: int, seconds: float, cost: int):
@@ -162,7 +170,7 @@ def _limit_demo(journey: Journey) -> None:
         key="bucket_chart",
         theme=None,
     )
-    st.dataframe(
+    fitted_table(
         pd.DataFrame(
             {
                 "call": range(1, len(calls) + 1),
@@ -173,8 +181,11 @@ def _limit_demo(journey: Journey) -> None:
                 "retry-after (s)": [d.headers.get("retry-after", "") for _, d in calls],
             }
         ),
-        hide_index=True,
-        key="burst_table",
+        {"call": "call", "status": "status", "requests left": "req. left", "tokens left": "tokens left",
+         "retry-after (s)": "retry (s)"},
+        key="burst_table", full_from=450, hide_index=True,
+        height=35 * (min(len(calls), BURST_ROWS_SHOWN) + 1) + 3,  # the refused calls come last: show them too
+        narrow_widths={"call": 45, "status": 55, "req. left": 70, "tokens left": 80, "retry (s)": 70},
     )
     refused = next((decision for _, decision in calls if not decision.allowed), None)
     if refused is not None:

@@ -15,6 +15,7 @@ from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt, journey_results
 from ui.frame import lesson, show_text, stage_page
 from ui.settings import NUMBERS, JourneySettings
+from ui.tables import fitted_table
 
 VIEW = "generation_view"  # session state: which run is shown, how far, and where the reader picked
 SHORT_RUN = 5
@@ -187,7 +188,9 @@ with stage_page("generation") as settings:
 
     st.subheader("Step by step", anchor=False)
     shown = generation.steps[:revealed]
-    st.dataframe(_table(shown[-TABLE_ROWS:], picked, greedy), hide_index=True)
+    fitted_table(_table(shown[-TABLE_ROWS:], picked, greedy), ["Step", "Token", "Probability", "Time (ms)"],
+                 key="generation_steps", full_from=900, hide_index=True,
+                 narrow_widths={"Step": 50, "Token": 120, "Probability": 90, "Time (ms)": 80})
     if len(shown) > TABLE_ROWS:
         st.caption(f"The table shows the last {TABLE_ROWS} of {len(shown)} steps.")
     st.plotly_chart(steps_figure(shown, picked, total), key="steps", theme=None)

@@ -10,7 +10,7 @@ from lifecycle.errors import LifecycleError
 from lifecycle.guess import POINTS_BY_RANK, round_options, score_guess, score_token
 from lifecycle.vocabulary import show_token
 from ui.cache import inspected_prompt
-from ui.frame import lesson, loaded_model, show_text, stage_page
+from ui.frame import lesson, loaded_model, presenting, show_text, stage_page
 
 FIXED_ROUNDS = (
     "What is the capital of France? Answer with one word.",
@@ -113,8 +113,12 @@ with stage_page("guess") as settings:
         f"{loaded_model().vocab_size:,} tokens. Points by rank: {points_rule()}."
     )
     results = state["results"]
-    st.metric("Your score", f"{sum(r.points for r in results)} / {best_points * len(prompts)}",
-              f"after {len(results)} of {len(prompts)} rounds", delta_color="off", delta_arrow="off")
+    score = f"{sum(r.points for r in results)} / {best_points * len(prompts)}"
+    if presenting():  # one line on a projector, so the round's options are on the first screen
+        st.markdown(f"Your score: **{score}** after {len(results)} of {len(prompts)} rounds")
+    else:
+        st.metric("Your score", score, f"after {len(results)} of {len(prompts)} rounds", delta_color="off",
+                  delta_arrow="off")
     index = state["round"]
     if index >= len(prompts):
         show_final(results)

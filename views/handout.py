@@ -1,5 +1,6 @@
 """Take it home: download this prompt's whole journey as one offline HTML file."""
 
+import pandas as pd
 import streamlit as st
 
 from charts.handout import handout_document
@@ -34,12 +35,13 @@ with stage_page("handout") as settings:
     st.download_button("Download the handout (HTML)", html, file_name="llm-request-journey.html", mime="text/html",
                        type="primary", icon=":material/download:", key="handout_download")
     st.subheader("What is inside", anchor=False)
-    st.dataframe(
-        {
-            "stage": [s.title for s in sections],
-            "key numbers": ["; ".join(f"{k}: {v}" for k, v in s.facts) for s in sections],
-            "charts": [len(s.figures) for s in sections],
-        },
-        hide_index=True,
-        height=35 * (len(sections) + 1) + 3,
+    # A static table: the key numbers wrap inside their cells, so every stage and number shows on any screen.
+    st.table(
+        pd.DataFrame(
+            {
+                "stage": [s.title for s in sections],
+                "key numbers": ["; ".join(f"{k}: {v}" for k, v in s.facts) for s in sections],
+                "charts": [len(s.figures) for s in sections],
+            }
+        ).set_index("stage")
     )

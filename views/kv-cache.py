@@ -8,6 +8,7 @@ from lifecycle.model import LoadedModel
 from lifecycle.multiturn import TurnUsage, replay_turns
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
+from ui.tables import fitted_table
 
 SWEEP = (16, 64, 256, 512)
 DECODE_STEPS = 4
@@ -114,7 +115,7 @@ with stage_page("kv-cache") as settings:
                                 [t.prompt_tokens - t.cached_tokens for t in turns],
                                 [t.prefill_seconds * 1000 for t in turns], [t.cold_prefill_seconds * 1000 for t in turns]),
                     key="kv_turns", theme=None)
-    st.dataframe(
+    fitted_table(
         {
             "turn": [t.turn for t in turns],
             "sent": [t.prompt_tokens for t in turns],
@@ -124,7 +125,10 @@ with stage_page("kv-cache") as settings:
             "from scratch (ms)": [round(t.cold_prefill_seconds * 1000, 1) for t in turns],
             "saved (ms)": [round(t.saved_seconds * 1000, 1) for t in turns],
         },
-        hide_index=True,
+        {"turn": "turn", "sent": "sent", "cached_tokens": "cached", "prefill (ms)": "prefill (ms)",
+         "saved (ms)": "saved (ms)"},
+        key="kv_turns", full_from=640, hide_index=True,
+        narrow_widths={"turn": 45, "sent": 55, "cached": 65, "prefill (ms)": 85, "saved (ms)": 80},
     )
     st.caption("Per turn: prompt tokens sent, how many repeat the previous request exactly, how many the engine "
                "served from its prefix cache (`cached_tokens`), and the prefill as served against the same prompt "

@@ -36,7 +36,7 @@ from lifecycle.serving import live_calls, model_status
 from lifecycle.vocabulary import show_token, token_bytes
 from ui.deployment import local_only
 from ui.engine_state import engine_section
-from ui.frame import lesson, show_text, stage_page
+from ui.frame import lesson, presenting, show_text, stage_page
 from ui.settings import JourneySettings
 from ui.text import literal, ms
 
@@ -290,7 +290,8 @@ with stage_page("live-calls", needs_prompt=False) as settings:
         f"{logged} Every call is kept with its whole journey, so the stages the other pages simulate can be "
         "seen here on a real request from a real client."
     )
-    _key_box(reader)
+    if not presenting():
+        _key_box(reader)
     st.session_state["live_calls_seen"] = _signature(log, reader)
     toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
     watch = toggle_column.toggle(
@@ -300,6 +301,8 @@ with stage_page("live-calls", needs_prompt=False) as settings:
     button_column.button("Refresh", icon=":material/refresh:")
     interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
     st.fragment(_live_panel, run_every=interval)(log, reader, server.refused)
+    if presenting():  # on a projector the model and its queue come first, the key box after them
+        _key_box(reader)
     engine_section(settings)
     with st.expander("How to call it", expanded=not records, icon=":material/terminal:"):
         _how_to_call(settings, server.config.development_key)

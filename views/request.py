@@ -19,6 +19,7 @@ from lifecycle.stream import delta_content, frame_kind
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.deployment import outbound_policy
 from ui.frame import lesson, own_api_base, show_text, stage_page
+from ui.tables import fitted_table
 from ui.text import literal, ms
 
 MAX_FOLLOW_UPS = 10
@@ -97,16 +98,15 @@ def _show_both_endpoints(request) -> None:
     with right:
         st.caption("Responses")
         st.code(python_call(responses), language="python", wrap_lines=True)
-    st.dataframe(
+    # A static table: its sentences wrap inside the cells, so all three columns fit any screen.
+    st.table(
         pd.DataFrame(
             {
                 "": [d.aspect for d in differences],
                 "chat completions": [d.chat_completions for d in differences],
                 "Responses": [d.responses for d in differences],
             }
-        ),
-        hide_index=True,
-        key="endpoint_differences",
+        ).set_index("")
     )
     with st.expander("Both bodies as JSON"):
         left, right = st.columns(2)
@@ -146,8 +146,9 @@ def _show_statelessness(settings, prepared, answer) -> None:
         key="follow_ups",
         hide_index=True,
         column_config={
-            "user": st.column_config.TextColumn("Your next message", width="large"),
-            "assistant": st.column_config.TextColumn("Assistant reply (typed by you)", width="large"),
+            # Widths that fit a phone; a cell opens to its whole text for editing.
+            "user": st.column_config.TextColumn("Your next message", width=160),
+            "assistant": st.column_config.TextColumn("Assistant reply (you type it)", width=150),
         },
     )
     turns = pairs + [(settings.prompt, answer.generation.text)] + _follow_ups(edited)
@@ -168,7 +169,9 @@ def _show_statelessness(settings, prepared, answer) -> None:
             "JSON body (bytes)": [turn.payload_bytes for turn in sized],
         }
     )
-    st.dataframe(table, hide_index=True, key="resent_table")
+    fitted_table(table, {"turn": "turn", "prompt tokens": "prompt tokens", "tokens sent again": "sent again",
+                         "JSON body (bytes)": "bytes"}, key="resent_table", full_from=650, hide_index=True,
+                 narrow_widths={"turn": 50, "prompt tokens": 100, "sent again": 90, "bytes": 80})
     st.caption(
         "Tokens: each turn's messages through the model's chat template (its default system prompt "
         "included). Bytes: the compact JSON body of a plain request (model, messages, temperature, top_p, "

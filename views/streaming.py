@@ -17,6 +17,7 @@ from lifecycle.stream import StreamEvent, assemble, frame_kind, stream_completio
 from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, show_text, stage_page
+from ui.tables import fitted_table
 from ui.text import ms
 
 LIVE = "streaming_live"  # session state: the last live run (settings, events, wait) so a rerun still shows it
@@ -182,7 +183,9 @@ with stage_page("streaming") as settings:
         _show_live(live, loaded.name)
 
     st.subheader("Every event of the recorded stream", anchor=False)
-    st.dataframe(_frames_table(events), hide_index=True)
+    fitted_table(_frames_table(events), ["#", "At (ms)", "Kind", "Content delta"], key="stream_events",
+                 full_from=530, hide_index=True,
+                 narrow_widths={"#": 40, "At (ms)": 75, "Kind": 85, "Content delta": 140})
     if len(events) > TABLE_EVENTS:
         st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")
     st.plotly_chart(inter_token_latency(answer.stream_metrics.inter_token), key="gaps", theme=None)

@@ -8,6 +8,7 @@ final object validated against its schema. The run goes through lifecycle.struct
 
 import json
 
+import pandas as pd
 import streamlit as st
 
 from charts.structured import mask_figure
@@ -16,7 +17,8 @@ from lifecycle.structured import StructuredRun, follow_call
 from lifecycle.tools import output_rules
 from lifecycle.vocabulary import show_token
 from ui.cache import per_prompt_cache
-from ui.frame import lesson, loaded_model, show_text, stage_page
+from ui.frame import lesson, loaded_model, presenting, show_text, stage_page
+from ui.tables import fitted_table
 from ui.settings import JourneySettings
 
 MAX_TOKENS = 120
@@ -91,7 +93,9 @@ def _fragments(run: StructuredRun) -> None:
     rows = [{"step": s.index + 1, "token": show_token(s.token), "chunk delta": json.dumps(d, ensure_ascii=False),
              "arguments so far": s.arguments}
             for s in run.steps for d in s.deltas]
-    st.dataframe(rows[:SHOWN_FRAGMENTS], hide_index=True, width="stretch")
+    fitted_table(pd.DataFrame(rows[:SHOWN_FRAGMENTS], columns=["step", "token", "chunk delta", "arguments so far"]),
+                 ["step", "token", "arguments so far"], key="structured_fragments", full_from=640, hide_index=True,
+                 narrow_widths={"step": 45, "token": 100, "arguments so far": 190})
     if run.tool_calls:
         st.caption("The first tool-call delta carries the call's id, type, name and empty arguments; every later "
                    "one only an arguments fragment with the call's index. The client glues the fragments together "
@@ -115,7 +119,11 @@ def _result(run: StructuredRun) -> None:
 
 
 with stage_page("structured-output") as settings:
-    fields = _request_fields()
+    if presenting():  # the tool definitions fold away on a projector, so the mask chart is on the first screen
+        with st.expander("The request: tools and tool_choice, or a JSON schema", icon=":material/build:"):
+            fields = _request_fields()
+    else:
+        fields = _request_fields()
     output_rules(**fields)  # bad tools, schema or tool_choice: the API's own message, before any model work
     loaded = loaded_model()
     with st.spinner("Generating under the grammar…", show_time=True):
@@ -125,7 +133,8 @@ with stage_page("structured-output") as settings:
                                 [not s.model_choice_allowed for s in run.steps], run.vocabulary),
                     key="structured_mask", theme=None)
     st.caption("Green: the model's own most likely token was allowed. Orange: the mask removed it and the token "
-               "was drawn from what the grammar allowed. A bar of 1 is a forced token.")
+               f"was drawn from what the grammar allowed. A bar of 1 is a forced token; the dashed line is the whole "
+               f"vocabulary ({run.vocabulary:,} tokens).")
     _fragments(run)
     _result(run)
     with st.expander("The prompt the model read"):

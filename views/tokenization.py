@@ -3,12 +3,13 @@
 import pandas as pd
 import streamlit as st
 
-from charts.tokenization import ENCODING_LABELS, language_token_chart, token_chips_html, tokenizer_count_chart
+from charts.tokenization import ENCODING_LABELS, SHORT_LABELS, language_token_chart, token_chips_html, tokenizer_count_chart
 from lifecycle.context import render_messages
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, Tokenization, tokenize, tokenize_ids
 from lifecycle.vocabulary import TOKEN_NOTATION, show_token
 from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
+from ui.tables import fitted_table
 
 MAX_CHIPS = 120  # per tokenizer, side by side; thousands of chips slow the browser and bury the page
 MAX_TEMPLATE_CHIPS = 300
@@ -124,7 +125,11 @@ with stage_page("tokenization") as settings:
     for encoding in ENCODINGS:
         table[ENCODING_LABELS[encoding]] = [f"{c} ({c / counts[encoding][0]:.2f}×)" for c in counts[encoding]]
     table["sentence"] = list(TRANSLATIONS.values())
-    st.dataframe(table, hide_index=True, column_config={"sentence": st.column_config.TextColumn(width="medium")})
+    short_names = {"language": "language", **{ENCODING_LABELS[e]: SHORT_LABELS[e] for e in ENCODINGS}}
+    fitted_table(table, short_names, key="language_table", full_from=680, hide_index=True,
+                 column_config={"sentence": st.column_config.TextColumn(width="medium")},
+                 narrow_widths={"language": 80, **{SHORT_LABELS[e]: 85 for e in ENCODINGS}},
+                 more="All columns, with the sentences")
     st.caption("Each cell: tokens for the sentence, and in brackets that count relative to English.")
 
     st.subheader("What your prompt costs", anchor=False)
@@ -139,21 +144,28 @@ with stage_page("tokenization") as settings:
                 f"{ENCODING_LABELS[encoding]}: $ per 1M tokens", min_value=0.0, max_value=1000.0,
                 value=DEFAULT_PRICES[encoding], step=0.05, format="%.2f", key=f"price_{encoding}",
             )
-    st.dataframe(
-        pd.DataFrame(
-            {
-                "tokenizer": [ENCODING_LABELS[e] for e in ENCODINGS],
-                "prompt tokens": [results[e].count for e in ENCODINGS],
-                "$ per 1M tokens": [prices[e] for e in ENCODINGS],
-                "$ for this prompt": [results[e].count * prices[e] / 1e6 for e in ENCODINGS],
-                "$ for a million such prompts": [results[e].count * prices[e] for e in ENCODINGS],
-            }
-        ),
-        hide_index=True,
+    costs = pd.DataFrame(
+        {
+            "tokenizer": [ENCODING_LABELS[e] for e in ENCODINGS],
+            "prompt tokens": [results[e].count for e in ENCODINGS],
+            "$ per 1M tokens": [prices[e] for e in ENCODINGS],
+            "$ for this prompt": [results[e].count * prices[e] / 1e6 for e in ENCODINGS],
+            "$ for a million such prompts": [results[e].count * prices[e] for e in ENCODINGS],
+        }
+    )
+    fitted_table(
+        costs,
+        costs.drop(columns="$ per 1M tokens").assign(tokenizer=[SHORT_LABELS[e] for e in ENCODINGS]).rename(
+            columns={"prompt tokens": "tokens", "$ for this prompt": "this prompt",
+                     "$ for a million such prompts": "1M prompts"}),
+        key="cost_table", full_from=660, hide_index=True,
         column_config={
             "$ for this prompt": st.column_config.NumberColumn(format="$%.6f"),
             "$ for a million such prompts": st.column_config.NumberColumn(format="$%.2f"),
         },
+        narrow_config={"this prompt": st.column_config.NumberColumn(format="$%.6f", width=100),
+                       "1M prompts": st.column_config.NumberColumn(format="$%.2f", width=90)},
+        narrow_widths={"tokenizer": 75, "tokens": 60},
     )
     st.caption("Only the message's own tokens are priced here; a chat API also bills the template and "
                "history around it (see the Context window page) and the answer's tokens, usually at a higher rate.")

@@ -52,8 +52,8 @@ def test_pronoun_example_points_at_it_and_the_button_sets_the_prompt(run_page, l
 def test_logit_lens_lists_every_layers_top_guess(run_page, forward):
     app = run_page("attention", prompt=PROMPT, temperature=0, max_tokens=2)
     lens = plotly_figure(app, "logit_lens").data[0]
-    assert list(lens.x) == list(range(30))
-    np.testing.assert_allclose(lens.y, [g.candidates[0].probability for g in forward.logit_lens], rtol=1e-3)
+    assert list(lens.y) == list(range(30)) and lens.orientation == "h"  # one row per layer
+    np.testing.assert_allclose(lens.x, [g.candidates[0].probability for g in forward.logit_lens], rtol=1e-3)
     assert list(lens.text) == [show_token(g.candidates[0].text) for g in forward.logit_lens]
 
 
