@@ -23,13 +23,13 @@ def app(loaded):
 
 def facts(app) -> dict[str, str]:
     """Stage title -> its "key numbers" cell in the preview table."""
-    table = app.dataframe[0].value
-    return dict(zip(table["stage"], table["key numbers"]))
+    table = app.table[0].value  # a static table indexed by stage
+    return dict(zip(table.index, table["key numbers"]))
 
 
 def test_lesson_counts_the_stages_and_charts_in_the_preview(app):
     assert not app.exception and not app.error
-    table = app.dataframe[0].value
+    table = app.table[0].value
     lesson = next(m.value for m in app.markdown if "One file with this prompt's whole journey" in m.value)
     assert f"**{len(table)} stages**" in lesson and f"**{int(table['charts'].sum())} interactive charts**" in lesson
 
