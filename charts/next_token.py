@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,10 +11,14 @@ import plotly.graph_objects as go
 from charts.sampling import token_label
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
 from lifecycle.sampling import TokenCandidate
+from lifecycle.vocabulary import show_token
 
 # The rank curve keeps every rank up to here, then log-spaced ranks: ~600 points instead of 49,152.
 CURVE_EXACT_RANKS = 100
 CURVE_POINTS = 500
+# Longer token labels are cut (the hover shows the whole token): on a projector's half-width column
+# a label like "#13 <0xE0><0xA6>" left the bars ~40 px.
+BAR_LABEL_CHARS = 9
 
 
 def candidate_bars(candidates: Sequence[TokenCandidate], scale: str = "probability") -> go.Figure:
@@ -21,7 +26,7 @@ def candidate_bars(candidates: Sequence[TokenCandidate], scale: str = "probabili
     if scale not in ("probability", "logprob"):
         raise ValueError(f"scale must be 'probability' or 'logprob', got {scale!r}")
     values = [c.probability if scale == "probability" else c.logprob for c in candidates]
-    labels = [f"#{c.rank} {token_label(c.text)}" for c in candidates]
+    labels = [f"#{c.rank} {_short_label(c.text)}" for c in candidates]
     text = [f"{v:.1%}" if scale == "probability" else f"{v:.2f}" for v in values]
     figure = go.Figure(
         go.Bar(
@@ -32,8 +37,8 @@ def candidate_bars(candidates: Sequence[TokenCandidate], scale: str = "probabili
             text=text,
             textposition="auto",  # inside a long bar: the top candidate's label stays in the chart
             cliponaxis=False,
-            customdata=[c.id for c in candidates],
-            hovertemplate="%{y} (id %{customdata}): %{x:.4f}<extra></extra>",
+            customdata=[[c.id, token_label(c.text)] for c in candidates],
+            hovertemplate="%{customdata[1]} (id %{customdata[0]}): %{x:.4f}<extra></extra>",
         )
     )
     xaxis = (
@@ -44,11 +49,19 @@ def candidate_bars(candidates: Sequence[TokenCandidate], scale: str = "probabili
     figure.update_layout(
         template=TEMPLATE,
         xaxis=xaxis,
-        yaxis=dict(title=axis_title("Candidate token"), type="category", autorange="reversed"),
+        yaxis=dict(type="category", autorange="reversed"),  # "#1 …" labels say what the rows are
         height=max(320, 30 * len(candidates) + 140),
         showlegend=False,
     )
     return figure
+
+
+def _short_label(text: str) -> str:
+    """The token as ``show_token`` writes it, cut to BAR_LABEL_CHARS characters, escaped for Plotly."""
+    shown = show_token(text)
+    if len(shown) > BAR_LABEL_CHARS:
+        shown = shown[:BAR_LABEL_CHARS - 1] + "…"
+    return html.escape(shown, quote=False)
 
 
 def curve_ranks(vocab_size: int) -> np.ndarray:

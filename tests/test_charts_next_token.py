@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from charts.next_token import candidate_bars, curve_ranks, rank_curve
+from charts.next_token import BAR_LABEL_CHARS, candidate_bars, curve_ranks, rank_curve
 from lifecycle.sampling import TokenCandidate
 
 CANDIDATES = [
@@ -20,8 +20,16 @@ def test_probability_bars_carry_the_candidates_in_rank_order():
     bar = figure.data[0]
     assert list(bar.x) == [0.6, 0.3, 0.1]
     assert list(bar.y) == ["#1 ␣blue", "#2 ␣red", "#3 ↵"]
-    assert list(bar.customdata) == [10, 11, 12]
+    assert [list(item) for item in bar.customdata] == [[10, "␣blue"], [11, "␣red"], [12, "↵"]]
     assert figure.layout.xaxis.title.text.startswith("Probability")
+
+
+def test_a_long_token_label_is_cut_and_the_hover_keeps_it_whole():
+    long = TokenCandidate(7, "<0xE0><0xA6>", 0.2, math.log(0.2), 13)
+    bar = candidate_bars([long], "probability").data[0]
+    assert bar.y[0] == "#13 &lt;0xE0&gt;&lt;0…"  # BAR_LABEL_CHARS characters shown, then escaped
+    assert len("<0xE0><0…") == BAR_LABEL_CHARS
+    assert bar.customdata[0][1] == "&lt;0xE0&gt;&lt;0xA6&gt;"  # escaped: Plotly renders a few HTML tags
 
 
 def test_logprob_bars_use_natural_logs():
