@@ -141,19 +141,26 @@ def survivors_after_stages(sampled: SampledDistribution) -> list[tuple[str, int]
 
 
 def survivors_figure(remaining: Sequence[tuple[str, int]]) -> go.Figure:
-    """Tokens still in play after each stage, on a log axis (the vocabulary is ~49k, a nucleus a few)."""
+    """Tokens still in play after each stage, on a log axis (the vocabulary is ~49k, a nucleus a few).
+
+    Horizontal bars, stages top to bottom, ticks every two decades: on a phone the stage names stay
+    readable and the log ticks never touch (vertical bars turned the names sideways, and their height
+    left the seven decade ticks piled on each other)."""
     names = [name for name, _ in remaining]
     counts = [count for _, count in remaining]
+    top = max(max(counts), 1)
     figure = go.Figure(
         go.Bar(
-            x=names, y=counts, marker_color=BASE_COLOUR, text=[f"{c:,}" for c in counts],
-            textposition="outside", cliponaxis=False, hovertemplate="after %{x}: %{y:,} tokens<extra></extra>",
+            x=counts, y=names, orientation="h", marker_color=BASE_COLOUR, text=[f"{c:,}" for c in counts],
+            textposition="outside", cliponaxis=False, hovertemplate="after %{y}: %{x:,} tokens<extra></extra>",
         )
     )
     figure.update_layout(
-        template=TEMPLATE, showlegend=False, height=360,
-        xaxis_title=axis_title("After stage"),
-        yaxis=dict(title=axis_title("Tokens still in play", "log scale"), type="log", dtick=1, tickformat=","),
+        template=TEMPLATE, showlegend=False, height=max(260, 34 * len(names) + 120),
+        # Room right of the longest bar for its count: two decades past it on the log axis.
+        xaxis=dict(title=axis_title("Tokens in play", "log"), type="log", dtick=2, tickformat=",",
+                   range=[-0.2, np.log10(top) + 1.2]),
+        yaxis=dict(type="category", autorange="reversed"),  # the stage names say what the rows are
     )
     return figure
 
@@ -186,7 +193,8 @@ def drawn_from_figure(sampled: SampledDistribution, token_text: Callable[[int], 
     figure = go.Figure(
         go.Bar(
             x=sampled.final_probs[ids].tolist(), y=labels, orientation="h", marker_color=FINAL_COLOUR,
-            text=[f"{p:.1%}" for p in sampled.final_probs[ids]], textposition="outside", cliponaxis=False,
+            # Inside a long bar, outside a short one: a 100% bar's label stays in a phone's narrow chart.
+            text=[f"{p:.1%}" for p in sampled.final_probs[ids]], textposition="auto", cliponaxis=False,
             customdata=sampled.base_probs[ids].tolist(),
             hovertemplate="%{y}: %{x:.2%} (the model alone: %{customdata:.2%})<extra></extra>",
         )

@@ -81,8 +81,9 @@ def test_survivors_count_down_stage_by_stage(logits):
     assert remaining["top-k"] == 40
     assert remaining["top-p"] == remaining["min-p"] == sampled.kept < 40
     figure = survivors_figure(list(remaining.items()))
-    assert list(figure.data[0].y) == list(remaining.values())
-    assert figure.layout.yaxis.type == "log"
+    assert list(figure.data[0].x) == list(remaining.values())
+    assert list(figure.data[0].y) == list(remaining)
+    assert figure.layout.xaxis.type == "log"
 
 
 def test_samples_figure_pairs_expected_and_observed():
