@@ -8,11 +8,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from lifecycle.vocabulary import show_token
-from charts.theme import MUTED, OKABE_ITO, TEMPLATE, axis_title
-from lifecycle.sampling import KEPT, STAGES, SampledDistribution
+from charts.theme import OKABE_ITO, TEMPLATE, axis_title
+from lifecycle.sampling import KEPT, STAGES, SampledDistribution, top_ids  # noqa: F401 - charts and views pick tokens with it
 
 STAGE_LABELS = {
     "grammar": "grammar mask",
@@ -34,63 +33,6 @@ def token_label(text: str) -> str:
 def rank_labels(ids: Sequence[int], token_text: Callable[[int], str]) -> list[str]:
     # The rank prefix keeps labels unique: two tokens can decode to the same text.
     return [f"{rank}. {token_label(token_text(int(i)))}" for rank, i in enumerate(ids, start=1)]
-
-
-def top_ids(probs: np.ndarray, count: int) -> np.ndarray:
-    """The ``count`` most likely ids of ``probs``, most likely first (ties: lower id first)."""
-    ids = np.argpartition(-probs, count - 1)[:count] if count < probs.size else np.arange(probs.size)
-    return ids[np.lexsort((ids, -probs[ids]))]
-
-
-def resampling_figure(
-    sampled: SampledDistribution, token_text: Callable[[int], str], count: int = 25
-) -> go.Figure:
-    """The model's top ``count`` tokens: base probability (left) beside the probability after
-    sampling (right). Tokens a stage removed are grey on the left and named by stage on the right."""
-    ids = top_ids(sampled.base_probs, count)
-    labels = rank_labels(ids, token_text)
-    removed = sampled.removed_by[ids] != KEPT
-    reasons = [STAGE_LABELS[STAGES[s]] if s != KEPT else "" for s in sampled.removed_by[ids]]
-    figure = make_subplots(
-        rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-        subplot_titles=("Model (T = 1)", "After sampling"),
-    )
-    for name, mask, colour in (("kept", ~removed, BASE_COLOUR), ("removed", removed, MUTED)):
-        figure.add_trace(
-            go.Bar(
-                name=f"Model probability ({name})", y=[l for l, m in zip(labels, mask) if m],
-                x=sampled.base_probs[ids][mask].tolist(), orientation="h", marker_color=colour,
-                hovertemplate="%{y}: %{x:.2%}<extra></extra>",
-            ),
-            row=1, col=1,
-        )
-    figure.add_trace(
-        go.Bar(
-            name="Probability after sampling", y=[l for l, r in zip(labels, removed) if not r],
-            x=sampled.final_probs[ids][~removed].tolist(), orientation="h", marker_color=FINAL_COLOUR,
-            # "auto": inside a bar long enough to hold it, so the longest bar's label stays in the chart.
-            text=[f"{p:.1%}" for p in sampled.final_probs[ids][~removed]], textposition="auto",
-            cliponaxis=False, hovertemplate="%{y}: %{x:.2%}<extra></extra>",
-        ),
-        row=1, col=2,
-    )
-    figure.add_trace(
-        go.Scatter(
-            name="Removed by", y=[l for l, r in zip(labels, removed) if r],
-            x=[0.0] * int(removed.sum()), mode="text", textposition="middle right",
-            text=[f"✗ {r}" for r, m in zip(reasons, removed) if m],
-            textfont=dict(color="#666666"), hoverinfo="skip",
-        ),
-        row=1, col=2,
-    )
-    figure.update_layout(
-        template=TEMPLATE, barmode="overlay", showlegend=False, height=max(420, 30 * len(ids) + 140),
-        yaxis=dict(autorange="reversed", title=axis_title("Token, by the model's rank")),
-    )
-    figure.update_xaxes(title_text=axis_title("Probability", "%"), tickformat=".0%", rangemode="tozero")
-    # Room on the right for the percentage printed after the longest bar.
-    figure.update_xaxes(range=[0, 1.2 * float(sampled.final_probs[ids].max())], row=1, col=2)
-    return figure
 
 
 def cumulative_mass(probs: np.ndarray, limit: int) -> np.ndarray:

@@ -1,21 +1,18 @@
 """Sampling page charts, built from the real model's next-token logits: the figures carry the numbers."""
 
 import numpy as np
-import plotly.io as pio
 import pytest
 
 from charts.sampling import (
     cumulative_mass,
     nucleus_figure,
-    resampling_figure,
     samples_figure,
     survivors_after_stages,
     survivors_figure,
     token_label,
-    top_ids,
 )
 from lifecycle.forward import token_text
-from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling
+from lifecycle.sampling import SamplingSettings, apply_sampling
 
 
 @pytest.fixture(scope="module")
@@ -32,31 +29,6 @@ def test_token_labels_show_whitespace_and_never_carry_html():
     assert token_label("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"
     assert token_label('"') == '"'  # Plotly would print &quot; literally
     assert token_label("") == "∅"
-
-
-def test_resampling_bars_are_the_base_and_final_probabilities(logits, text):
-    sampled = apply_sampling(logits, SamplingSettings(temperature=0.8, top_p=0.6))
-    figure = resampling_figure(sampled, text, count=20)
-    ids = top_ids(sampled.base_probs, 20)
-    kept = ids[sampled.removed_by[ids] == KEPT]
-    removed = ids[sampled.removed_by[ids] != KEPT]
-    assert 0 < len(kept) < 20, "the test needs both kept and removed tokens in the top 20"
-    assert np.allclose(by_name(figure, "Model probability (kept)").x, sampled.base_probs[kept])
-    assert np.allclose(by_name(figure, "Model probability (removed)").x, sampled.base_probs[removed])
-    assert np.allclose(by_name(figure, "Probability after sampling").x, sampled.final_probs[kept])
-    assert list(by_name(figure, "Removed by").text) == ["✗ top-p"] * len(removed)
-    # Rows are in the model's rank order, labelled with the token text.
-    first = by_name(figure, "Model probability (kept)").y[0]
-    assert first == f"1. {token_label(text(int(ids[0])))}"
-    assert figure.layout.xaxis.title.text == "Probability (%)"
-    assert pio.to_json(figure)
-
-
-def test_greedy_keeps_one_token_and_names_temperature_for_the_rest(logits, text):
-    sampled = apply_sampling(logits, SamplingSettings(temperature=0.0))
-    figure = resampling_figure(sampled, text, count=10)
-    assert list(by_name(figure, "Probability after sampling").x) == [1.0]
-    assert set(by_name(figure, "Removed by").text) == {"✗ temperature"}
 
 
 def test_nucleus_curve_crosses_p_at_the_boundary(logits):
