@@ -219,8 +219,14 @@ def _stage_links(page: StagePage) -> None:
     st.divider()
     left, right = st.columns(2)
     with left:
-        st.page_link(before.script if before else HOME.script,
-                     label=f"Back: {before.title if before else HOME.title}", icon=":material/arrow_back:")
+        stage_link(before or HOME, f"Back: {before.title if before else HOME.title}", ":material/arrow_back:")
     if after:
         with right:
-            st.page_link(after.script, label=f"Next: {after.title}", icon=":material/arrow_forward:")
+            stage_link(after, f"Next: {after.title}", ":material/arrow_forward:")
+
+
+def stage_link(page: StagePage, label: str, icon: str) -> None:
+    """A link to another stage. In presenter mode the link itself carries ``present=1``: Streamlit drops
+    parameters no widget is bound to on a page switch, and waiting for the next run to put it back loses
+    it when that run is cut short."""
+    st.page_link(page.script, label=label, icon=icon, query_params={PRESENT: "1"} if presenting() else None)

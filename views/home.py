@@ -7,7 +7,8 @@ from lifecycle.errors import LifecycleError
 from lifecycle.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey
-from ui.frame import APP_TITLE, PRESENT, empty_prompt_message, input_error, lesson, loaded_model, presenting, show_prompt
+from ui.frame import (APP_TITLE, PRESENT, empty_prompt_message, input_error, lesson, loaded_model, presenting,
+                      show_prompt, stage_link)
 from ui.settings import DEFAULT_PROMPT, WRONG_DRAW, current_settings
 from ui.stages import HOME, PHASES, STAGES
 from ui.text import literal, ms
@@ -157,4 +158,4 @@ if journey is not None:
         "timed here."
     )
 
-st.page_link(STAGES[0].script, label=f"Next: {STAGES[0].title}", icon=":material/arrow_forward:")
+stage_link(STAGES[0], f"Next: {STAGES[0].title}", ":material/arrow_forward:")

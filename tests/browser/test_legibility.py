@@ -106,7 +106,9 @@ def test_presenter_mode_arrow_keys_walk_the_stages(app_url, page):
     expect(page.get_by_test_id("stProgress")).to_contain_text(f"Stage 3 of {len(STAGES)}")
     page.wait_for_function("() => window.lifecycleKeys === true")  # ui/presenter/keys.js is listening
     main = page.get_by_test_id("stMainBlockContainer")
-    expect(main.get_by_role("link", name=re.compile(f"Next: {re.escape(after.title)}"))).to_be_visible()
+    next_link = main.get_by_role("link", name=re.compile(f"Next: {re.escape(after.title)}"))
+    expect(next_link).to_be_visible()
+    expect(next_link).to_have_attribute("href", re.compile(r"present=1"))  # the switch cannot drop it
     page.evaluate("() => document.activeElement?.blur()")  # keys go to the page, not a widget
     page.keyboard.press("ArrowRight")
     expect(page).to_have_url(re.compile(rf"/{after.url_path}\?(.*&)?present=1"), timeout=PAGE_TIMEOUT_MS)
