@@ -26,6 +26,9 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from lifecycle.engine.native import compiled_gemv
+from lifecycle.model import cache_root
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -105,7 +108,7 @@ class LlamaStack:
         self.lm_bias = head.bias
         self.cos, self.sin = _rope_tables(inner.rotary_emb, self.max_positions)
         self.blocks = [_fuse_block(layer) for layer in inner.layers]
-        self.linear = matrix_product()
+        self.linear = matrix_product(compiled_gemv(cache_root() / "kernels"))
 
     def new_cache(self, capacity: int) -> KVCache:
         """A cache of its own (outside any pool) for ``capacity`` positions."""
@@ -280,17 +283,31 @@ def _fuse_block(layer) -> _Block:
 Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
-def matrix_product() -> Linear:
-    """``x @ weight.T + bias`` for a [T, in] ``x``: oneDNN's linear when this PyTorch has it and it agrees
-    with ``F.linear`` on a probe, else ``F.linear``."""
+def matrix_product(vector: Linear | None = None) -> Linear:
+    """``x @ weight.T + bias`` for a [T, in] ``x``: ``vector`` (a compiled matrix-vector product) for one
+    row, else oneDNN's linear when this PyTorch has it and it agrees with ``F.linear`` on a probe, else
+    ``F.linear``."""
+    matrix = _onednn_linear() or F.linear
+    if vector is None:
+        return matrix
+
+    def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        if x.shape[0] == 1 and x.is_contiguous() and weight.is_contiguous():
+            return vector(x, weight, bias)
+        return matrix(x, weight, bias)
+
+    return linear
+
+
+def _onednn_linear() -> Linear | None:
     try:
         onednn = torch.ops.mkldnn._linear_pointwise
         with torch.inference_mode():
             x, weight, bias = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5)
             if not torch.allclose(onednn(x, weight, bias, "none", [], ""), F.linear(x, weight, bias), atol=1e-5):
-                return F.linear
+                return None
     except (AttributeError, RuntimeError):
-        return F.linear
+        return None
 
     def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return onednn(x, weight, bias, "none", [], "")
