@@ -54,3 +54,9 @@ def test_switched_off_it_is_not_built(monkeypatch, tmp_path):
 def test_a_broken_compiler_leaves_onednn(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", "false")  # exits 1 for any arguments, as a failing compile does
     assert compiled_gemv(tmp_path) is None
+
+
+def test_a_cache_directory_that_cannot_be_written_leaves_onednn(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    assert compiled_gemv(blocked / "kernels") is None

@@ -56,18 +56,18 @@ def _build(cache_dir: Path) -> ctypes.CDLL | None:
     if compiler is None:
         return None
     flags = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
-    target = cache_dir / f"gemv-{_fingerprint(compiler, flags)}.so"
-    if not target.exists():
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache_dir) as work:
-            built = Path(work) / target.name
-            done = subprocess.run([compiler, *flags, str(SOURCE), "-o", str(built)], capture_output=True)
-            if done.returncode != 0:
-                return None
-            built.replace(target)  # atomic: a half-written library is never loaded
     try:
+        target = cache_dir / f"gemv-{_fingerprint(compiler, flags)}.so"
+        if not target.exists():
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache_dir) as work:
+                built = Path(work) / target.name
+                done = subprocess.run([compiler, *flags, str(SOURCE), "-o", str(built)], capture_output=True)
+                if done.returncode != 0:
+                    return None
+                built.replace(target)  # atomic: a half-written library is never loaded
         return ctypes.CDLL(str(target))
-    except OSError:
+    except OSError:  # a read-only cache directory, a compiler that cannot run, a library that cannot load
         return None
 
 
