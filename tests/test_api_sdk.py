@@ -10,20 +10,10 @@ from openai import OpenAI
 
 from lifecycle import generate as generate_module
 from lifecycle import stream as streaming
+from tests.sdk_server import api_server, base_url  # noqa: F401  (fixtures: this module's own server)
 from tests.test_api import KEY, make_server, serve
 
 HELLO = [{"role": "user", "content": "Name a colour."}]
-
-
-@pytest.fixture(scope="module")
-def api_server(loaded, tmp_path_factory):
-    return make_server(tmp_path_factory.mktemp("sdk"))
-
-
-@pytest.fixture(scope="module")
-def base_url(api_server):
-    with serve(api_server) as url:
-        yield url + "/v1"
 
 
 def client(base_url: str, key: str = KEY, retries: int = 0) -> OpenAI:

@@ -11,7 +11,8 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel
 
-from tests.test_api import KEY, make_server, serve
+from tests.sdk_server import api_server, base_url  # noqa: F401  (fixtures: this module's own server)
+from tests.test_api import KEY
 from tests.test_tools import TIME, WEATHER
 
 QUESTION = [{"role": "user", "content": "What's the weather in Paris?"}]
@@ -24,14 +25,8 @@ class City(BaseModel):
 
 
 @pytest.fixture(scope="module")
-def api_server(loaded, tmp_path_factory):
-    return make_server(tmp_path_factory.mktemp("structured"))
-
-
-@pytest.fixture(scope="module")
-def sdk(api_server):
-    with serve(api_server) as url:
-        yield OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=300)
+def sdk(base_url):
+    return OpenAI(base_url=base_url, api_key=KEY, max_retries=0, timeout=300)
 
 
 def test_tool_call_round_trip(sdk, loaded, api_server):
