@@ -172,6 +172,14 @@ def test_a_required_tool_call_is_a_function_call_item(sdk, loaded):
     assert list(arguments) == ["city"] and isinstance(arguments["city"], str)
     assert response.output_text == ""
     assert response.tool_choice == "required" and response.tools[0].name == "get_weather"
+    assert response.parallel_tool_calls is True  # OpenAI's default, echoed
+
+
+def test_parallel_tool_calls_is_echoed_as_sent(sdk, loaded):
+    response = sdk.responses.create(model=loaded.name, input=WEATHER_QUESTION, tools=[WEATHER_TOOL],
+                                    tool_choice="required", parallel_tool_calls=False, temperature=0,
+                                    max_output_tokens=40)
+    assert response.parallel_tool_calls is False and len(response.output) == 1
 
 
 def test_the_tool_result_goes_back_with_previous_response_id(sdk, loaded):

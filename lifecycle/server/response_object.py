@@ -60,7 +60,7 @@ def response_object(
         "max_output_tokens": request.max_output_tokens,
         "model": request.model,
         "output": output or [],
-        "parallel_tool_calls": False,
+        "parallel_tool_calls": request.parallel_tool_calls,
         "previous_response_id": request.previous_response_id,
         "temperature": request.temperature,
         "text": {"format": request.text_format or {"type": "text"}},

@@ -61,6 +61,7 @@ class ResponsesRequest:
     text_format: dict | None = None  # text.format as sent
     tools: list = field(default_factory=list)  # function tools as sent (the flat Responses form)
     tool_choice: str | dict | None = None  # as sent
+    parallel_tool_calls: bool = True  # echoed as sent; an answer here holds at most one call, which both allow
     extensions: dict = field(default_factory=dict)
     recorded: dict = field(default_factory=dict)  # user, safety_identifier, prompt_cache_key as sent
     endpoint = "responses"
@@ -94,6 +95,8 @@ class ResponsesRequest:
             payload["tools"] = self.tools
         if self.tool_choice is not None:
             payload["tool_choice"] = self.tool_choice
+        if not self.parallel_tool_calls:
+            payload["parallel_tool_calls"] = False
         return payload | self.extensions | self.recorded
 
     def wire_body(self) -> bytes:
@@ -284,7 +287,6 @@ def _tools(payload: Mapping) -> list:
     choice = payload.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") == "function":
         _known(choice, ("type", "name"), "tool_choice")
-    f.boolean(payload, "parallel_tool_calls", default=None)  # an answer holds at most one call: both allow it
     f.integer(payload, "max_tool_calls", 1)
     return [dict(tool) for tool in tools]
 
@@ -354,6 +356,7 @@ def validate_responses_request(payload: object, *, known_models: Sequence[str] |
         text_format=text_format,
         tools=tools,
         tool_choice=payload.get("tool_choice"),
+        parallel_tool_calls=f.boolean(payload, "parallel_tool_calls", default=True),
         extensions={name: payload[name] for name in EXTENSIONS if payload.get(name) is not None},
         recorded={name: payload[name] for name in METADATA_FIELDS if payload.get(name) is not None},
     )
