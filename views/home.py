@@ -137,12 +137,16 @@ if journey is not None:
     )
 
 lines = _stage_lines(journey, model) if journey is not None else {}
-for column, (phase, pages) in zip(st.columns(len(PHASES), border=True), PHASES.items()):
-    with column:
-        st.subheader(phase, anchor=False)
-        for page in pages:
-            st.page_link(page.script, label=page.title, icon=page.icon)
-            st.caption(lines.get(page.url_path, page.summary))
+phases = list(PHASES.items())
+# The journey's three phases side by side, then the class's and the caller's own pages: five columns
+# leave a 1024 px projector with the sidebar open ~100 px a column, too narrow for a stage's name.
+for row in (phases[:3], phases[3:]):
+    for column, (phase, pages) in zip(st.columns(len(row), border=True), row):
+        with column:
+            st.subheader(phase, anchor=False)
+            for page in pages:
+                st.page_link(page.script, label=page.title, icon=page.icon)
+                st.caption(lines.get(page.url_path, page.summary))
 
 if journey is not None:
     _small_model_note(model)  # after the map, so the map is the first screen on a projector

@@ -1,4 +1,5 @@
-"""DOM checks of what a person sees: Plotly text that overlaps or leaves its chart, tables cut on the side.
+"""DOM checks of what a person sees: Plotly text that overlaps or leaves its chart, tables cut on the side,
+link labels cut short and headings too narrow for their words.
 
 Each function returns a list of human-readable problems (empty when the page is legible), so a
 failing test names the chart, the labels and the page it saw them on.
@@ -93,6 +94,36 @@ def table_problems(page: Page) -> list[str]:
         for table in page.evaluate(_TABLES)
         if table["scrollWidth"] > table["clientWidth"] + TOLERANCE_PX
     ]
+
+
+# Links in the main area whose label is clipped (Streamlit cuts a page link's label at one line), and
+# headings with a word wider than the heading (the browser then breaks the word: "mod / el").
+_CUT_TEXT = """() => {
+  const shown = (e) => e.offsetParent !== null && !e.closest('details:not([open])');
+  const main = document.querySelector('[data-testid="stMain"]');
+  const links = [...main.querySelectorAll('[data-testid="stPageLink-NavLink"]')].filter(shown)
+    .filter(a => [a, ...a.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+    .map(a => `link ${JSON.stringify(a.textContent.trim())} is cut at ${Math.round(a.clientWidth)} px`);
+  const probe = document.createElement('span');
+  probe.style.cssText = 'position:absolute;visibility:hidden;white-space:nowrap';
+  document.body.appendChild(probe);
+  const words = [...main.querySelectorAll('h1, h2, h3')].filter(shown).flatMap(h => {
+    const style = getComputedStyle(h);
+    probe.style.font = style.font;
+    probe.style.letterSpacing = style.letterSpacing;
+    return h.textContent.split(/\\s+/).filter(Boolean).filter(word => {
+      probe.textContent = word;
+      return probe.getBoundingClientRect().width > h.clientWidth + 1;
+    }).map(word => `heading ${JSON.stringify(h.textContent.trim())}: ${JSON.stringify(word)} is wider than its ${Math.round(h.clientWidth)} px`);
+  });
+  probe.remove();
+  return [...links, ...words];
+}"""
+
+
+def cut_text_problems(page: Page) -> list[str]:
+    """Link labels cut short and heading words broken in two, in the main area."""
+    return page.evaluate(_CUT_TEXT)
 
 
 def first_top(page: Page, selector: str) -> float | None:

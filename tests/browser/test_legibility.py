@@ -1,6 +1,6 @@
 """Every page looked at in a real browser at a laptop, a projector and a phone size: screenshots for a
-person to open, and DOM checks that no chart label overlaps another or leaves its chart and that no
-table cuts a column. Presenter mode puts a chart on the first screen of a 1024x768 projector."""
+person to open, and DOM checks that no chart label overlaps another or leaves its chart, that no
+table cuts a column, and that no link label or heading word is cut. Presenter mode puts a chart on the first screen of a 1024x768 projector."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, SETTLE_MS, full_screenshot, open_page, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
-from tests.browser.layout import chart_text_problems, first_top, table_problems
+from tests.browser.layout import chart_text_problems, cut_text_problems, first_top, table_problems
 from ui.stages import HOME, STAGES, neighbours
 
 pytestmark = pytest.mark.browser
@@ -69,6 +69,7 @@ def test_every_page_is_legible(app_url, sized_page, screenshots, stage):
     full_screenshot(page, folder / f"{stage.url_path or 'home'}.png")
     assert chart_text_problems(page) == []
     assert table_problems(page) == []
+    assert cut_text_problems(page) == []
 
 
 def _presenter_cases():
