@@ -86,8 +86,19 @@ def chart_text_problems(page: Page) -> list[str]:
     return problems
 
 
-def table_problems(page: Page) -> list[str]:
-    """Tables whose columns do not fit their box (the reader would have to scroll inside the table)."""
+def table_problems(page: Page, looks: int = 4) -> list[str]:
+    """Tables whose columns do not fit their box (the reader would have to scroll inside the table).
+
+    A data grid is measured again after a pause when it overflows: one caught while it is still
+    being laid out (no headers yet, a box of a few dozen pixels) is not what the reader sees."""
+    for _ in range(looks - 1):
+        if not _cut_tables(page):
+            return []
+        page.wait_for_timeout(500)
+    return _cut_tables(page)
+
+
+def _cut_tables(page: Page) -> list[str]:
     return [
         f"table {table['index'] + 1} {table['headers']}: {table['scrollWidth']} px of columns in a "
         f"{table['clientWidth']} px box"
