@@ -46,3 +46,82 @@ void gemv(const float *x, const float *w, const float *bias, float *y, long rows
     if (bias)
         for (long r = 0; r < rows; r++) y[r] += bias[r];
 }
+
+#ifdef __AVX2__
+/* The same product over packed weights (``packing.py``): each block of 32 weights of a row is
+ * ``scale * code + offset`` with 4-bit codes (two to a byte: byte j holds codes j and j + 16), or
+ * ``scale * code`` with 8-bit codes. A row is rebuilt in registers, so a step reads about a
+ * quarter of the fp32 bytes. The rebuilt weight is exact (the product of a half-precision scale
+ * and a small integer needs no rounding, and the fused add rounds once, as the stored fp32 weight
+ * was rounded), and the sixteen lanes add up in the order of ``gemv`` above, so the result is the
+ * plain kernel's bit for bit.
+ */
+#include <immintrin.h>
+
+typedef struct { __m256 lo, hi; } pair;  /* lanes 0-7 and 8-15 of ``gemv``'s accumulator */
+
+static float pair_sum(pair p) {
+    float lane[16];
+    _mm256_storeu_ps(lane, p.lo);
+    _mm256_storeu_ps(lane + 8, p.hi);
+    float s = 0.0f;
+    for (int i = 0; i < 16; i++) s += lane[i];
+    return s;
+}
+
+static inline __m256 unsigned8(__m128i bytes) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)); }
+static inline __m256 signed8(__m128i bytes) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)); }
+
+/* Sixteen weights (codes in the low bytes of ``codes``) times x[0..15], into the accumulator. */
+static inline pair affine16(pair acc, __m128i codes, __m256 scale, __m256 offset, const float *x) {
+    __m256 lo = _mm256_fmadd_ps(scale, unsigned8(codes), offset);
+    __m256 hi = _mm256_fmadd_ps(scale, unsigned8(_mm_srli_si128(codes, 8)), offset);
+    acc.lo = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x), acc.lo);
+    acc.hi = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x + 8), acc.hi);
+    return acc;
+}
+
+static inline pair scaled16(pair acc, __m128i codes, __m256 scale, const float *x) {
+    __m256 lo = _mm256_mul_ps(scale, signed8(codes));
+    __m256 hi = _mm256_mul_ps(scale, signed8(_mm_srli_si128(codes, 8)));
+    acc.lo = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x), acc.lo);
+    acc.hi = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x + 8), acc.hi);
+    return acc;
+}
+
+void gemv_affine4(const float *x, const unsigned char *codes, const float *scale, const float *offset,
+                  const float *bias, float *y, long rows, long n, int threads) {
+    long blocks = n / 32;
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const unsigned char *row = codes + r * (n / 2);
+        pair acc = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (long b = 0; b < blocks; b++) {
+            __m128i packed = _mm_loadu_si128((const __m128i *)(row + 16 * b));
+            __m256 s = _mm256_set1_ps(scale[r * blocks + b]), o = _mm256_set1_ps(offset[r * blocks + b]);
+            acc = affine16(acc, _mm_and_si128(packed, nibble), s, o, x + 32 * b);
+            acc = affine16(acc, _mm_and_si128(_mm_srli_epi16(packed, 4), nibble), s, o, x + 32 * b + 16);
+        }
+        float s = pair_sum(acc);
+        y[r] = bias ? s + bias[r] : s;
+    }
+}
+
+void gemv_scaled8(const float *x, const signed char *codes, const float *scale, const float *bias, float *y,
+                  long rows, long n, int threads) {
+    long blocks = n / 32;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const signed char *row = codes + r * n;
+        pair acc = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (long b = 0; b < blocks; b++) {
+            __m256 s = _mm256_set1_ps(scale[r * blocks + b]);
+            acc = scaled16(acc, _mm_loadu_si128((const __m128i *)(row + 32 * b)), s, x + 32 * b);
+            acc = scaled16(acc, _mm_loadu_si128((const __m128i *)(row + 32 * b + 16)), s, x + 32 * b + 16);
+        }
+        float s = pair_sum(acc);
+        y[r] = bias ? s + bias[r] : s;
+    }
+}
+#endif

@@ -11,6 +11,11 @@ it: at one to a few tokens a step (decoding) MKL's sgemm, behind ``F.linear``, r
 at about half the speed on this machine's CPU (measured: the model's products for one token took
 39 ms with oneDNN against 60 ms, for two tokens 41 against 116 ms).
 
+For one token a step, the compiled ``gemv.c`` reads each matrix as the 4-bit or 8-bit codes it was
+shipped as (``packing.py``), about a fifth of the fp32 bytes, with results equal to its fp32
+product bit for bit; longer steps (prefill chunks, several requests) read the fp32 weights, where
+oneDNN's matrix products are the faster road.
+
 The query/key/value and gate/up projections are fused into one matrix each, and the Hugging Face
 modules' parameters are re-pointed to views of those fused matrices, so the weights exist once
 in memory and the Hugging Face model (used for the inspection passes) still computes with them.
@@ -27,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from lifecycle.engine.native import compiled_gemv
+from lifecycle.engine.packing import Packed, pack
 from lifecycle.model import cache_root
 
 
@@ -108,7 +114,14 @@ class LlamaStack:
         self.lm_bias = head.bias
         self.cos, self.sin = _rope_tables(inner.rotary_emb, self.max_positions)
         self.blocks = [_fuse_block(layer) for layer in inner.layers]
-        self.linear = matrix_product(compiled_gemv(cache_root() / "kernels"))
+        gemv = compiled_gemv(cache_root() / "kernels")
+        self.packed = _packed(self.matrices()) if gemv is not None and gemv.reads_packed else {}
+        self.linear = matrix_product(gemv, self.packed)
+
+    def matrices(self) -> list[torch.Tensor]:
+        """Every weight matrix a decode step reads, the output head last."""
+        inner = [m for b in self.blocks for m in (b.qkv, b.o, b.gate_up, b.down)]
+        return [*inner, self.lm_head]
 
     def new_cache(self, capacity: int) -> KVCache:
         """A cache of its own (outside any pool) for ``capacity`` positions."""
@@ -283,20 +296,27 @@ def _fuse_block(layer) -> _Block:
 Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
-def matrix_product(vector: Linear | None = None) -> Linear:
+def matrix_product(vector: Linear | None = None, packed: dict[int, Packed] | None = None) -> Linear:
     """``x @ weight.T + bias`` for a [T, in] ``x``: ``vector`` (a compiled matrix-vector product) for one
-    row, else oneDNN's linear when this PyTorch has it and it agrees with ``F.linear`` on a probe, else
-    ``F.linear``."""
+    row, reading ``packed[id(weight)]`` where there is one, else oneDNN's linear when this PyTorch has
+    it and it agrees with ``F.linear`` on a probe, else ``F.linear``."""
     matrix = _onednn_linear() or F.linear
     if vector is None:
         return matrix
+    packed = packed or {}
 
     def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         if x.shape[0] == 1 and x.is_contiguous() and weight.is_contiguous():
-            return vector(x, weight, bias)
+            return vector(x, packed.get(id(weight), weight), bias)
         return matrix(x, weight, bias)
 
     return linear
+
+
+def _packed(matrices: list[torch.Tensor]) -> dict[int, Packed]:
+    """The matrices that pack exactly, by ``id`` (the engine's fused tensors live as long as it does)."""
+    found = ((id(m), pack(m)) for m in matrices if m.is_contiguous())
+    return {key: packed for key, packed in found if packed is not None}
 
 
 def _onednn_linear() -> Linear | None:

@@ -7,6 +7,10 @@ the attention output (576x576) took 102 us against 30 us for ``gemv.c``, the dow
 (576x1536) 301 against 132 us. ``gemv.c`` is compiled once with the system's C compiler for this
 CPU (about a second) into the cache directory and loaded with ctypes; without a compiler, or if
 its result disagrees with ``F.linear`` on a probe, the engine keeps oneDNN.
+
+On a CPU with AVX2 the same library also reads packed weights (``packing.py``: 4-bit and 8-bit
+codes that rebuild the fp32 weights exactly), with results equal to the fp32 kernel's bit for bit;
+a probe checks that before the engine uses them, and without AVX2 every matrix is read as fp32.
 """
 
 from __future__ import annotations
@@ -18,37 +22,61 @@ import platform
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from lifecycle.engine.packing import Affine4, Packed, Scaled8, interleave, unpack
+
 SOURCE = Path(__file__).with_name("gemv.c")
 DISABLE_ENV = "LIFECYCLE_NATIVE_GEMV"  # "0" keeps oneDNN for every product
-Gemv = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+SIZES = [ctypes.c_long, ctypes.c_long, ctypes.c_int]  # rows, n, threads
+
+
+@dataclass(frozen=True)
+class Gemv:
+    """``weight @ x[0] + bias`` as a [1, rows] tensor for a [1, n] fp32 ``x``; ``weight`` is fp32, or
+    packed where ``reads_packed``."""
+
+    library: ctypes.CDLL
+    reads_packed: bool
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor | Packed, bias: torch.Tensor | None) -> torch.Tensor:
+        rows, n = weight.shape
+        y = torch.empty(1, rows)
+        if isinstance(weight, Affine4):
+            tensors = (x, weight.codes, weight.scale, weight.offset, bias, y)
+            kernel = self.library.gemv_affine4
+        elif isinstance(weight, Scaled8):
+            tensors = (x, weight.codes, weight.scale, bias, y)
+            kernel = self.library.gemv_scaled8
+        else:
+            tensors = (x, weight, bias, y)
+            kernel = self.library.gemv
+        kernel(*(None if t is None else t.data_ptr() for t in tensors), rows, n, torch.get_num_threads())
+        return y
 
 
 def compiled_gemv(cache_dir: Path) -> Gemv | None:
-    """``weight @ x[0] + bias`` as a [1, rows] tensor for a [1, n] fp32 ``x``, or None where it cannot be
-    built or disagrees with ``F.linear``."""
+    """The compiled product, or None where it cannot be built or disagrees with ``F.linear``."""
     if os.environ.get(DISABLE_ENV, "").strip() == "0":
         return None
     library = _build(cache_dir)
     if library is None:
         return None
-    kernel = library.gemv
-    kernel.restype = None
-    kernel.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_long, ctypes.c_long, ctypes.c_int]
-
-    def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        rows, n = weight.shape
-        y = torch.empty(1, rows)
-        kernel(x.data_ptr(), weight.data_ptr(), None if bias is None else bias.data_ptr(), y.data_ptr(),
-               rows, n, torch.get_num_threads())
-        return y
-
-    return gemv if _agrees(gemv) else None
+    kernels = {"gemv": 4, "gemv_affine4": 6, "gemv_scaled8": 5}  # name: pointer arguments
+    for name, pointers in kernels.items():
+        if hasattr(library, name):
+            getattr(library, name).restype = None
+            getattr(library, name).argtypes = [ctypes.c_void_p] * pointers + SIZES
+    plain = Gemv(library, reads_packed=False)
+    if not _agrees(plain):
+        return None
+    packed = Gemv(library, reads_packed=True)
+    has_packed = hasattr(library, "gemv_affine4") and hasattr(library, "gemv_scaled8")
+    return packed if has_packed and _packed_agrees(packed) else plain
 
 
 def _build(cache_dir: Path) -> ctypes.CDLL | None:
@@ -95,3 +123,26 @@ def _agrees(gemv: Gemv) -> bool:
                 if not torch.allclose(gemv(x, weight, b), F.linear(x, weight, b), atol=1e-4, rtol=1e-4):
                     return False
     return True
+
+
+def _packed_agrees(gemv: Gemv) -> bool:
+    """Packed matrices (every code value present) give the fp32 kernel's result bit for bit."""
+    generator = torch.Generator().manual_seed(1)
+    rows, n = 13, 96
+    with torch.inference_mode():
+        scale = torch.rand(rows, n // 32, generator=generator).half().float()
+        offset = -torch.rand(rows, n // 32, generator=generator).half().float()
+        four = torch.randint(0, 16, (rows, n), dtype=torch.uint8, generator=generator)
+        four[:, :16] = torch.arange(16, dtype=torch.uint8)
+        eight = torch.randint(-128, 128, (rows, n), dtype=torch.int8, generator=generator)
+        eight[:, :32] = torch.tensor([-128, 127, 0, -1] * 8, dtype=torch.int8)
+        affine = Affine4(interleave(four), scale, offset)
+        scaled = Scaled8(eight, scale)
+        x, bias = torch.randn(1, n, generator=generator), torch.randn(rows, generator=generator)
+        for matrix in (affine, scaled):
+            dense = unpack(matrix).contiguous()
+            for b in (None, bias):
+                if not torch.equal(gemv(x, matrix, b), gemv(x, dense, b)):
+                    return False
+    return True
+
