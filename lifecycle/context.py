@@ -200,6 +200,14 @@ def _with_default_system(turns: list[tuple[str, list[tuple[str, str]]]]):
     return ([("system", [(DEFAULT_SYSTEM, default)])] if default is not None else []) + turns
 
 
+def shared_head() -> list[int]:
+    """The tokens every one-message prompt under the default system prompt begins with: the
+    template's system turn and the start of the user's turn."""
+    first, second = (render_prompt(Conversation(text)).ids for text in ("A", "B"))
+    length = next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))
+    return list(first[:length])
+
+
 def render_prompt(conversation: Conversation, raw: bool = False) -> RenderedPrompt:
     """The prompt this conversation sends; ``raw`` sends only the new message, without template."""
     if not isinstance(conversation.new_message, str):

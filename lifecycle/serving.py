@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
+from lifecycle.context import shared_head
 from lifecycle.engine import origin, shared_engine
 from lifecycle.engine.scheduler import DEFAULT_QUEUE_CAPACITY
 from lifecycle.model import LoadedModel, is_loaded, model_name, shared_model
@@ -148,6 +149,9 @@ def _load() -> None:
     global _status
     try:
         loaded = shared_model()
+        # The engine is built now, not by the first request, and the chat template's system turn is
+        # in the prefix cache before a class's first prompts arrive at once.
+        shared_engine(loaded).prime(shared_head(), label="chat template").done.wait()
         _status = ModelStatus("ready", loaded.name, load_seconds=loaded.load_seconds)
     except Exception as error:  # any failure must show up in /health, not kill a thread silently
         _status = ModelStatus("failed", model_name(), error=f"{type(error).__name__}: {error}")

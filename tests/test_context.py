@@ -178,3 +178,13 @@ def test_truncation_raises_when_even_system_and_message_overflow():
     with pytest.raises(LifecycleError) as error:
         cx.truncate_oldest_turns(conversation, 300, 64)
     assert error.value.code == "context_length_exceeded"
+
+
+def test_the_shared_head_is_the_system_turn_and_the_start_of_the_users_turn(loaded):
+    head = cx.shared_head()
+    prompts = [cx.render_prompt(cx.Conversation(text)).ids for text in ("Hi", "Why is the sky blue?", "x" * 50)]
+    assert all(p[:len(head)] == head for p in prompts)
+    assert len({p[len(head)] for p in prompts}) == 3  # the first token after it is the message's own
+    with loaded.tokenizer_lock:
+        text = loaded.tokenizer.decode(head)
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>user\n")

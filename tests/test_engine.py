@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from lifecycle.context import shared_head
 from lifecycle.engine import EngineFull, EngineRequest, shared_engine
 from lifecycle.engine.llama import Segment
 from lifecycle.generate import end_of_sequence_ids, generate, generate_steps
@@ -333,3 +334,17 @@ def test_the_engines_matrix_product_equals_f_linear_on_the_models_weights(loaded
         for weight in (stack.blocks[0].qkv, stack.lm_head.detach()):
             expected = torch.nn.functional.linear(x, weight)
             assert torch.allclose(product(x, weight, None), expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))
+
+
+def test_a_primed_prefix_is_computed_once_and_nothing_is_generated(loaded):
+    head = shared_head()
+    prompts = [chat_ids(loaded, q) for q in ("Which planet has rings?", "Who wrote Hamlet?")]
+    assert all(p[:len(head)] == head for p in prompts) and prompts[0][len(head)] != prompts[1][len(head)]
+    with loaded.tokenizer_lock:
+        primed = head + loaded.tokenizer("Primed 41c7 prefix:", add_special_tokens=False)["input_ids"]
+    handle = shared_engine(loaded).prime(primed, label="test")
+    assert handle.done.wait(60) and handle.error is None and handle.generated == 0
+    prompt = primed + loaded.tokenizer(" name a colour.", add_special_tokens=False)["input_ids"]
+    result = generate(loaded, prompt, GREEDY, 6)
+    assert result.cached_tokens == len(primed)
+    assert result.token_ids == hf_greedy(loaded, prompt, 6)

@@ -203,6 +203,11 @@ class Engine:
             self._cond.notify_all()
         return handle
 
+    def prime(self, prompt_ids: list[int], label: str = "prefix") -> EngineHandle:
+        """Prefill ``prompt_ids`` into the prefix cache, generating nothing, so prompts that start with
+        them (e.g. the chat template's system turn) compute only what follows."""
+        return self.submit(EngineRequest(list(prompt_ids), 1, lambda logits: None, label=label))
+
     def run(self, work: Callable):
         """Run ``work(model)`` on the scheduler thread between two steps; return its result or raise."""
         if threading.current_thread() is self._thread:
