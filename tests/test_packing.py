@@ -1,12 +1,26 @@
 """Packed weights: the model's matrices as the 4-bit and 8-bit codes the GGUF shipped, rebuilding
 every fp32 weight exactly, and the compiled product over them equal to the fp32 one bit for bit."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from lifecycle.engine import shared_engine
 from lifecycle.engine.native import compiled_gemv
 from lifecycle.engine.packing import Affine4, Scaled8, pack, unpack
+
+
+def _has_avx2() -> bool:
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        return False
+    return "avx2" in flags.split()
+
+
+# The packed kernels are AVX2 code; elsewhere the engine reads fp32 weights (tests/test_native.py).
+needs_avx2 = pytest.mark.skipif(not _has_avx2(), reason="this CPU has no AVX2: the engine reads fp32 weights")
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +35,7 @@ def gemv(tmp_path_factory):
     return built
 
 
+@needs_avx2
 def test_every_matrix_of_a_decode_step_packs_exactly_at_under_a_third_of_the_bytes(stack):
     matrices = stack.matrices()
     assert len(matrices) == 4 * stack.layers + 1
@@ -34,6 +49,7 @@ def test_every_matrix_of_a_decode_step_packs_exactly_at_under_a_third_of_the_byt
     assert packed < 0.3 * dense
 
 
+@needs_avx2
 def test_the_packed_product_is_the_fp32_product_bit_for_bit(stack, gemv):
     block = stack.blocks[3]
     with torch.inference_mode():
