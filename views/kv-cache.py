@@ -35,6 +35,17 @@ def kib(count: int) -> str:
     return f"{count / 1024:,.1f} KiB" if count < MIB else f"{count / MIB:,.2f} MiB"
 
 
+def _first_turn_note(first: TurnUsage) -> str:
+    """Why turn 1 already found tokens in the cache: this very prompt (the journey's), or a shared beginning."""
+    if first.cached_tokens == 0:
+        return ""
+    if first.cached_tokens == first.prompt_tokens - 1:
+        return (f" Even turn 1 found {first.cached_tokens} of its {first.prompt_tokens} tokens cached: the journey "
+                "sent this very prompt a moment ago.")
+    return (f" Even turn 1 found its first {first.cached_tokens} of {first.prompt_tokens} tokens cached: a prompt "
+            "the server ran earlier began with the same tokens.")
+
+
 with stage_page("kv-cache") as settings:
     prepared, answer = answered_prompt(settings)
     loaded = loaded_model()
@@ -108,8 +119,7 @@ with stage_page("kv-cache") as settings:
         f"those tokens as `usage.prompt_tokens_details.cached_tokens`. Here the engine reported "
         f"**{last.cached_tokens}** cached tokens on turn {last.turn}; its prefill took "
         f"{last.prefill_seconds * 1000:,.0f} ms against {last.cold_prefill_seconds * 1000:,.0f} ms from scratch."
-        + (f" Even turn 1 found {turns[0].cached_tokens} of its {turns[0].prompt_tokens} tokens cached: the journey "
-           "sent this very prompt a moment ago." if turns[0].cached_tokens else "")
+        + _first_turn_note(turns[0])
     )
     st.plotly_chart(turns_chart([t.turn for t in turns], [t.cached_tokens for t in turns],
                                 [t.prompt_tokens - t.cached_tokens for t in turns],

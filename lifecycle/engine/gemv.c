@@ -51,7 +51,7 @@ void gemv(const float *x, const float *w, const float *bias, float *y, long rows
 /* The same product over packed weights (``packing.py``): each block of 32 weights of a row is
  * ``scale * code + offset`` with 4-bit codes (two to a byte: byte j holds codes j and j + 16), or
  * ``scale * code`` with 8-bit codes. A row is rebuilt in registers, so a step reads about a
- * quarter of the fp32 bytes. The rebuilt weight is exact (the product of a half-precision scale
+ * fifth of the fp32 bytes. The rebuilt weight is exact (the product of a half-precision scale
  * and a small integer needs no rounding, and the fused add rounds once, as the stored fp32 weight
  * was rounded), and the sixteen lanes add up in the order of ``gemv`` above, so the result is the
  * plain kernel's bit for bit.

@@ -145,4 +145,3 @@ def _packed_agrees(gemv: Gemv) -> bool:
                 if not torch.equal(gemv(x, matrix, b), gemv(x, dense, b)):
                     return False
     return True
-

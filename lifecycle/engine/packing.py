@@ -6,7 +6,7 @@ token embedding, which is also the output head, as Q8_0 (``weight = scale * code
 The fp32 cache holds those products, so every block still is exactly ``scale * code (+ offset)``:
 packing finds the scale, offset and codes back from the fp32 weights and keeps them only if they
 rebuild every weight exactly. A decode step of one request reads its weights once, so reading
-about 5 bits a weight instead of 32 is what makes it faster (``gemv.c`` rebuilds them in
+about 6.6 bits a weight instead of 32 is what makes it faster (``gemv.c`` rebuilds them in
 registers). A matrix that is not of that form (another model, a fine-tune) is not packed and is
 read as fp32.
 """

@@ -73,3 +73,11 @@ def test_prefix_cache_sentence_reads_the_turns_table(app):
                       r"(\d+) repeat", text)
     assert found and [int(n) for n in found.groups()] == [last["turn"], last["sent"], last["repeated"]]
     assert f"reported **{last['cached_tokens']}** cached tokens on turn {last['turn']}" in text
+    first = {column: int(values.iloc[0]) for column, values in app.dataframe[0].value.items()
+             if column in ("sent", "cached_tokens")}
+    if first["cached_tokens"] == first["sent"] - 1:  # the journey ran this very prompt just before
+        assert f"Even turn 1 found {first['cached_tokens']} of its {first['sent']} tokens cached: the journey" in text
+    elif first["cached_tokens"]:
+        assert f"Even turn 1 found its first {first['cached_tokens']} of {first['sent']} tokens cached" in text
+    else:
+        assert "Even turn 1" not in text
