@@ -17,17 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import urlencode
 
 import websockets
@@ -35,13 +29,12 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
+from bench.app_server import AppServer
 from bench.report import check, percentile, row
 from ui.stages import stage
 
-ROOT = Path(__file__).resolve().parents[1]
 QUIET_SECONDS = 1.5  # a finished run with no new run within this long is a finished page
 PAGE_TIMEOUT = 600.0
-STARTUP_SECONDS = 120.0
 # Targets (issue #9): the class on this 2-core machine.
 NEXT_TOKEN_P95 = 10.0
 GENERATION_P95 = 30.0
@@ -176,56 +169,6 @@ def process_tree_rss(pid: int) -> int:
         except (OSError, StopIteration, ValueError):
             continue
     return total
-
-
-class AppServer:
-    """``streamlit run app.py`` on a free port, stopped (only this process) on exit."""
-
-    def __init__(self, env: dict | None = None) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
-        self.process: subprocess.Popen | None = None
-
-    def __enter__(self) -> AppServer:
-        command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port),
-                   "--server.address", "127.0.0.1", "--server.headless", "true",
-                   "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
-        self._wait_ready()
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        if self.process is None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-    def _wait_ready(self) -> None:
-        """Until /health says the model is loaded (the class arrives after the teacher started it)."""
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {self.process.returncode}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=5) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"the app was not ready within {STARTUP_SECONDS:.0f} s")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass

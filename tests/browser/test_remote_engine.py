@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from bench.sessions import AppServer, visit
+from bench.app_server import AppServer
+from bench.sessions import visit
 from tests.conftest import run_coroutine
 from lifecycle.engine.remote import RemoteEngine, remote_engine
 from lifecycle.errors import LifecycleError
