@@ -160,7 +160,16 @@ class ForwardTrace:
 
 def trace_forward(model, ids: Sequence[int], layer: int, position: int, lens_top_k: int = 5) -> ForwardTrace:
     """Run ``model`` once over ``ids`` (no cache) with hooks, keeping ``layer``'s insides at ``position``."""
+    from lifecycle.engine.layered import run_through
+
+    return run_through(traced_forward(model, ids, layer, position, lens_top_k))
+
+
+def traced_forward(model, ids: Sequence[int], layer: int, position: int, lens_top_k: int = 5):
+    """``trace_forward`` as a generator that yields between decoder layers (an engine's sliced job)."""
     import torch
+
+    from lifecycle.engine.layered import layered_forward
 
     ids = [int(i) for i in ids]
     shapes = BlockShapes.of(model.config, len(ids))
@@ -170,8 +179,8 @@ def trace_forward(model, ids: Sequence[int], layer: int, position: int, lens_top
                       "residual": [None] * (shapes.layers + 1)}
     handles = _hooks(inner, inner.layers[layer], position, captured)
     try:
+        logits = yield from layered_forward(model, ids, logits_to_keep=len(ids) - position)
         with torch.inference_mode():
-            out = model(torch.tensor([ids]), use_cache=False, logits_to_keep=len(ids) - position)
             residual = torch.stack(captured["residual"])
             lens_logits = model.lm_head(inner.norm(residual[1:])).double()
     finally:
@@ -189,7 +198,7 @@ def trace_forward(model, ids: Sequence[int], layer: int, position: int, lens_top
         lens_ids=top.indices.numpy(),
         lens_probs=top.values.numpy(),
         lens_entropy_bits=entropy.numpy(),
-        final_logits=out.logits[0, 0].float().numpy(),
+        final_logits=logits[0, 0].float().numpy(),
     )
     return ForwardTrace(ids=ids, block=block, stack=stack)
 
@@ -338,10 +347,11 @@ def lens_guesses(stack: StackTrace, token_text) -> list[tuple[int, list[TokenCan
 
 
 def open_block(loaded, ids: Sequence[int], layer: int, position: int) -> ForwardTrace:
-    """``trace_forward`` on the shared model, as an exclusive engine job (no other call sees the hooks)."""
+    """``trace_forward`` on the shared model, as a sliced engine job (no other call sees the hooks;
+    decoding streams run between its layers)."""
     from lifecycle.engine import shared_engine
 
-    return shared_engine(loaded).run(lambda model: trace_forward(model, ids, layer, position))
+    return shared_engine(loaded).run_sliced(lambda model: traced_forward(model, ids, layer, position))
 
 
 @dataclass(frozen=True)

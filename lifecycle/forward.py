@@ -13,7 +13,6 @@ layer runs, so the 30 x 9 x L x L tensor of ``output_attentions=True`` is never 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from lifecycle.engine import shared_engine
+from lifecycle.engine.layered import layered_forward, timed
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel
 from lifecycle.sampling import TokenCandidate, entropy_bits, top_candidates
@@ -45,7 +45,8 @@ class ForwardPass:
 
     ``attentions[layer]`` is (heads, L', L') with query rows and key columns for the last L'
     tokens of the prompt; ``hidden_last`` is (layers, d), the residual stream at the last
-    position after each layer. ``seconds`` is the wall time of the model call alone.
+    position after each layer. ``seconds`` is the model's own time (its slices, without the engine
+    steps run between them).
     """
 
     ids: list[int]
@@ -91,21 +92,20 @@ def run_forward(
     captured: dict[str, object] = {"attentions": {}, "hidden": [None] * loaded.num_layers, "dropped_mass": []}
 
     def inspect(model):
-        # An exclusive engine job: no other work sees the hooks while they are on the shared model.
+        # A sliced engine job (one decoder layer per slice): no other work sees the hooks while they
+        # are on the shared model, and decoding streams run between the layers.
+        handles = _install_hooks(model, chosen, shown, captured)
+        try:
+            logits, seconds = yield from timed(layered_forward(model, ids))
+        finally:
+            for handle in handles:
+                handle.remove()
         with torch.inference_mode():
-            handles = _install_hooks(model, chosen, shown, captured)
-            try:
-                started = time.perf_counter()
-                out = model(torch.tensor([ids]), use_cache=False, logits_to_keep=1)
-                seconds = time.perf_counter() - started
-            finally:
-                for handle in handles:
-                    handle.remove()
             hidden_last = torch.stack(captured["hidden"])
-            return out, seconds, hidden_last, model.lm_head(model.model.norm(hidden_last))
+            return logits, seconds, hidden_last, model.lm_head(model.model.norm(hidden_last))
 
-    out, seconds, hidden_last, lens_logits = shared_engine(loaded).run(inspect)
-    last_logits = out.logits[0, -1].float().numpy()
+    logits, seconds, hidden_last, lens_logits = shared_engine(loaded).run_sliced(inspect)
+    last_logits = logits[0, -1].float().numpy()
     return ForwardPass(
         ids=ids,
         last_logits=last_logits,

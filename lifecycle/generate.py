@@ -273,6 +273,7 @@ def _drain(records: queue.SimpleQueue, handle, timings: dict | None) -> Iterator
         except queue.Empty:
             if handle.done.is_set() and records.empty():
                 break
+            handle.check()  # a failed or stuck engine ends the wait with EngineUnavailable
             continue
         if first:
             _fill_timings(timings, handle)

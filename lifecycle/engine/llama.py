@@ -123,6 +123,10 @@ class LlamaStack:
         inner = [m for b in self.blocks for m in (b.qkv, b.o, b.gate_up, b.down)]
         return [*inner, self.lm_head]
 
+    def cache_bytes(self, capacity: int) -> int:
+        """Bytes of the keys and values of ``capacity`` positions (fp32)."""
+        return 2 * self.layers * self.kv_heads * capacity * self.head_dim * self.embed.element_size()
+
     def new_cache(self, capacity: int) -> KVCache:
         """A cache of its own (outside any pool) for ``capacity`` positions."""
         shape = (self.layers, self.kv_heads, capacity, self.head_dim)

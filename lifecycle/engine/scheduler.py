@@ -5,7 +5,16 @@ chunks, shortest remaining prompt first, so a long prompt never holds a short on
 one chunk) and leave (finished, cancelled, or failed). Each step runs every decoding request's
 newest token and the step's prefill chunks through the model together, then hands each request
 that reached a new position its next-token logits through its own ``step`` callable, which picks
-the token to feed next. Exclusive jobs (``run``) get the Hugging Face model between two steps.
+the token to feed next. Exclusive jobs (``run``) get the Hugging Face model between two steps;
+a sliced job (``run_sliced``, the inspection pass one layer at a time) gets it for one slice between
+two steps, so a stream never waits for a whole pass.
+
+The engine cannot take its callers down with it. Whatever escapes the scheduler thread (a
+``BaseException`` included) fails every request and job it held with ``EngineUnavailable`` (the
+API's 503) and a new engine takes over (``shared_engine``). A thread that makes no progress for
+``LIFECYCLE_ENGINE_STALL_SECONDS`` while it holds work counts as stuck, and no caller waits longer
+than ``LIFECYCLE_ENGINE_WAIT_SECONDS`` for a job. Requests longer than a pool slot get a KV cache of
+their own, admitted only while those caches fit ``LIFECYCLE_LONG_KV_MB``.
 """
 
 from __future__ import annotations
@@ -18,11 +27,12 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from lifecycle.errors import LifecycleError
 from lifecycle.engine.llama import KVCache, LlamaStack, Segment
 from lifecycle.engine.prefix import PrefixCache, PrefixStats, budget_bytes
 
@@ -30,6 +40,11 @@ DEFAULT_QUEUE_CAPACITY = 32
 DEFAULT_MAX_BATCH = 32
 DEFAULT_PREFILL_CHUNK = 256
 DEFAULT_SLOT_TOKENS = 512
+DEFAULT_LONG_KV_MB = 512
+DEFAULT_WAIT_SECONDS = 600.0
+DEFAULT_STALL_SECONDS = 120.0
+POLL_SECONDS = 0.25
+TAKEOVER_LOCK_SECONDS = 10.0
 RECENT_STEPS = 200
 RATE_WINDOW_SECONDS = 10.0
 
@@ -39,6 +54,27 @@ _log = logging.getLogger(__name__)
 def _env_int(name: str, default: int) -> int:
     value = os.environ.get(name, "").strip()
     return max(1, int(value)) if value else default
+
+
+def _env_seconds(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    return max(0.1, float(value)) if value else default
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine failed or is stuck, so this request or job was not (fully) served. The API answers
+    503: the message says what happened; a new engine takes over, or the server must be restarted."""
+
+
+class EngineTimeout(EngineUnavailable):
+    """A caller waited longer than its deadline for the engine."""
+
+
+class RequestTooLarge(LifecycleError):
+    """A request whose KV cache can never fit the memory this server gives long requests (the API's 400)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, param="max_tokens", code="request_too_large")
 
 
 class EngineFull(Exception):
@@ -71,9 +107,10 @@ class EngineHandle:
     """A submitted request as it runs. ``done`` is set when it has left the engine; ``error`` then
     holds what failed it (None for a normal or cancelled end)."""
 
-    def __init__(self, request_id: int, request: EngineRequest):
+    def __init__(self, request_id: int, request: EngineRequest, engine: Engine | None = None):
         self.id = request_id
         self.request = request
+        self.engine = engine
         self.done = threading.Event()
         self.error: Exception | None = None
         self.cancelled = False
@@ -92,6 +129,13 @@ class EngineHandle:
 
     def wants_out(self) -> bool:
         return self._cancel.is_set() or bool(self.request.cancelled())
+
+    def check(self) -> None:
+        """Raise EngineUnavailable when the engine running this request has failed or is stuck."""
+        if self.engine is not None and not self.done.is_set():
+            problem = self.engine.problem()
+            if problem is not None:
+                raise EngineUnavailable(problem)
 
 
 @dataclass(frozen=True)
@@ -158,7 +202,13 @@ class _Active:
 
 @dataclass
 class _Job:
+    """Work on the Hugging Face model: ``work(model)`` runs at once, or, when ``sliced``, returns a
+    generator that runs one slice (up to its next ``yield``) between two steps."""
+
     work: Callable
+    sliced: bool = False
+    slices: Iterator | None = None
+    started: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     result: object = None
     error: BaseException | None = None
@@ -174,6 +224,12 @@ class Engine:
         self.max_batch = max_batch or _env_int("LIFECYCLE_MAX_BATCH", DEFAULT_MAX_BATCH)
         self.prefill_chunk = prefill_chunk or _env_int("LIFECYCLE_PREFILL_CHUNK", DEFAULT_PREFILL_CHUNK)
         self.prefix_cache = PrefixCache(budget_bytes() if prefix_cache_bytes is None else prefix_cache_bytes)
+        self.long_kv_bytes = _env_int("LIFECYCLE_LONG_KV_MB", DEFAULT_LONG_KV_MB) * 2**20
+        self.wait_seconds = _env_seconds("LIFECYCLE_ENGINE_WAIT_SECONDS", DEFAULT_WAIT_SECONDS)
+        self.stall_seconds = _env_seconds("LIFECYCLE_ENGINE_STALL_SECONDS", DEFAULT_STALL_SECONDS)
+        self.failure: str | None = None  # set once: why this engine stopped serving
+        self._progress_at = time.monotonic()
+        self._long_kv_in_use = 0
         self._cond = threading.Condition()
         self._waiting: deque[EngineHandle] = deque()
         self._running: list[_Active] = []
@@ -193,12 +249,23 @@ class Engine:
     # --- callers -------------------------------------------------------------------------------
 
     def submit(self, request: EngineRequest) -> EngineHandle:
-        """Queue a request; raise EngineFull at once when the waiting queue is full."""
+        """Queue a request; raise EngineFull at once when the waiting queue is full, RequestTooLarge
+        when its KV cache could never be admitted, EngineUnavailable when this engine has stopped."""
+        needed = self._long_kv_need(len(request.prompt_ids) + request.max_tokens)
+        if needed > self.long_kv_bytes:
+            raise RequestTooLarge(
+                f"This request needs {needed / 2**20:,.0f} MB of KV cache ({len(request.prompt_ids):,} prompt tokens "
+                f"+ {request.max_tokens:,} max_tokens); this server gives requests longer than "
+                f"{self.pool.slot_tokens:,} positions {self.long_kv_bytes / 2**20:,.0f} MB in all "
+                "(LIFECYCLE_LONG_KV_MB). Send a shorter prompt or a smaller max_tokens.")
         with self._cond:
+            if self.failure is not None:
+                raise EngineUnavailable(self.failure)
             waiting = len(self._waiting)
             if waiting >= self.queue_capacity:
                 raise EngineFull(waiting, self.retry_after(waiting))
-            handle = EngineHandle(next(self._ids), request)
+            self._note_arrival()
+            handle = EngineHandle(next(self._ids), request, self)
             self._waiting.append(handle)
             self._cond.notify_all()
         return handle
@@ -210,17 +277,66 @@ class Engine:
 
     def run(self, work: Callable):
         """Run ``work(model)`` on the scheduler thread between two steps; return its result or raise."""
-        if threading.current_thread() is self._thread:
-            with self.loaded.lock:
-                return work(self.loaded.model)
-        job = _Job(work)
-        with self._cond:
-            self._jobs.append(job)
-            self._cond.notify_all()
-        job.done.wait()
+        return self._run_job_here(_Job(work)) if threading.current_thread() is self._thread else self._await(_Job(work))
+
+    def run_sliced(self, work: Callable):
+        """Run ``work(model)``, a generator, one slice (up to its next ``yield``) between two steps;
+        return what the generator returns, or raise what it raised."""
+        job = _Job(work, sliced=True)
+        return self._run_job_here(job) if threading.current_thread() is self._thread else self._await(job)
+
+    def _run_job_here(self, job: _Job):
+        while not job.done.is_set():
+            self._run_slice(job)
         if job.error is not None:
             raise job.error
         return job.result
+
+    def _await(self, job: _Job):
+        with self._cond:
+            if self.failure is not None:
+                raise EngineUnavailable(self.failure)
+            self._note_arrival()
+            self._jobs.append(job)
+            self._cond.notify_all()
+        deadline = time.monotonic() + self.wait_seconds
+        while not job.done.wait(POLL_SECONDS):
+            problem = self.problem()
+            if problem is not None:
+                raise EngineUnavailable(problem)
+            if time.monotonic() > deadline:
+                with self._cond:
+                    if job in self._jobs and job.slices is None:
+                        self._jobs.remove(job)
+                raise EngineTimeout(f"An engine job waited {self.wait_seconds:.0f} s without finishing "
+                                    "(LIFECYCLE_ENGINE_WAIT_SECONDS); the server is overloaded or stuck.")
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def problem(self) -> str | None:
+        """Why this engine cannot serve now, or None. An engine found stuck (holding work without
+        progress) is retired here, so the next ``shared_engine`` call builds one that takes over."""
+        if self.failure is not None:
+            return self.failure
+        stalled = time.monotonic() - self._progress_at
+        if stalled > self.stall_seconds and self._holds_work():
+            self.retire(f"The engine made no progress for {stalled:.0f} s while requests waited "
+                        "(LIFECYCLE_ENGINE_STALL_SECONDS): it is stuck, so its requests were failed and a new "
+                        "engine takes over.")
+            return self.failure
+        if not self._thread.is_alive():
+            return "The engine's scheduler thread is gone."
+        return None
+
+    def _note_arrival(self) -> None:
+        """Work arriving at an idle engine starts its progress clock (lock held)."""
+        if not (self._jobs or self._waiting or self._running):
+            self._progress_at = time.monotonic()
+
+    def _holds_work(self) -> bool:
+        with self._cond:
+            return bool(self._jobs or self._waiting or self._running)
 
     def waiting_count(self) -> int:
         with self._cond:
@@ -246,6 +362,25 @@ class Engine:
 
     # --- the scheduler thread ------------------------------------------------------------------
 
+    def retire(self, reason: str) -> None:
+        """Stop serving: every request and job this engine holds fails with ``reason`` (EngineUnavailable)."""
+        with self._cond:
+            if self.failure is None:
+                self.failure = reason
+            self._closed = True
+            running, waiting, jobs = list(self._running), list(self._waiting), list(self._jobs)
+            self._running.clear()
+            self._waiting.clear()
+            self._jobs.clear()
+            self._cond.notify_all()
+        failure = EngineUnavailable(self.failure)
+        for handle in [a.handle for a in running] + waiting:
+            handle.error = handle.error or failure
+            self._finish_handle(handle)
+        for job in jobs:
+            job.error = failure
+            job.done.set()
+
     def close(self) -> None:
         """Stop the scheduler thread after its current step (at interpreter exit)."""
         with self._cond:
@@ -260,8 +395,13 @@ class Engine:
         with more of them than cores, OpenMP parks them between the ~450 small parallel regions of a
         decode step: measured on 2 cores, 43 ms a step against 35 ms.)"""
         try:
-            with self.loaded.lock:
+            if not self.loaded.lock.acquire(timeout=TAKEOVER_LOCK_SECONDS):
+                raise EngineUnavailable("The model is held by an engine that is stuck, so no new engine can take "
+                                        "over: restart the server.")
+            try:
                 self.stack = LlamaStack(self.loaded.model)
+            finally:
+                self.loaded.lock.release()
             # Requests up to this many positions (prompt + max_tokens) decode in one batched pool.
             self.pool = self.stack.new_pool(self.max_batch, _env_int("LIFECYCLE_SLOT_TOKENS", DEFAULT_SLOT_TOKENS))
         except BaseException as error:  # noqa: BLE001 - handed to the constructor's caller
@@ -269,19 +409,33 @@ class Engine:
             return
         finally:
             self._built.set()
-        self._loop()
+        try:
+            self._loop()
+        except BaseException as error:  # noqa: BLE001 - nothing may leave a caller waiting for a dead thread
+            _log.critical("the engine's scheduler thread failed; a new engine takes over", exc_info=error)
+            self.retire(f"The engine stopped ({type(error).__name__}: {str(error)[:200]}); its requests were "
+                        "failed and a new engine takes over.")
+            with _engines_lock:
+                shared = _engines.get(id(self.loaded), (None, None))[1] is self
+            if shared:
+                threading.Thread(target=_take_over, args=(self.loaded,), name="engine-takeover", daemon=True).start()
 
     def _loop(self) -> None:
         while True:
             with self._cond:
                 while not (self._jobs or self._waiting or self._running or self._closed):
                     self._cond.wait()
+                    self._progress_at = time.monotonic()
                 if self._closed:
                     return
-                jobs = list(self._jobs)
-                self._jobs.clear()
-            for job in jobs:
-                self._run_job(job)
+                job = self._jobs[0] if self._jobs else None
+            if job is not None:
+                self._run_slice(job)
+                if job.done.is_set():
+                    with self._cond:
+                        if job in self._jobs:
+                            self._jobs.remove(job)
+            self._progress_at = time.monotonic()
             try:
                 self._leave_cancelled()
                 self._admit()
@@ -293,11 +447,21 @@ class Engine:
                     active.handle.error = active.handle.error or error
                     self._finish(active)
 
-    def _run_job(self, job: _Job) -> None:
+    def _run_slice(self, job: _Job) -> None:
+        """A plain job whole, or a sliced job up to its next ``yield``; ``job.done`` once it has ended."""
+        job.started = True
         try:
             with self.loaded.lock:
-                job.result = job.work(self.loaded.model)
-        except BaseException as error:  # noqa: BLE001 - handed back to the caller
+                if not job.sliced:
+                    job.result = job.work(self.loaded.model)
+                else:
+                    if job.slices is None:
+                        job.slices = job.work(self.loaded.model)
+                    next(job.slices)
+                    return
+        except StopIteration as finished:
+            job.result = finished.value
+        except Exception as error:  # noqa: BLE001 - handed back to the caller
             job.error = error
         job.done.set()
 
@@ -318,12 +482,18 @@ class Engine:
             handle.error = handle.error or error
             return True
 
+    def _long_kv_need(self, positions: int) -> int:
+        """Bytes of the KV cache of its own that a request of ``positions`` needs (0 if a pool slot holds it)."""
+        capacity = min(positions, self.stack.max_positions)
+        return 0 if capacity <= self.pool.slot_tokens else self.stack.cache_bytes(capacity)
+
     def _admit(self) -> None:
         while len(self._running) < self.max_batch:
             with self._cond:
-                if not self._waiting:
+                handle = next((h for h in self._waiting if self._fits(h)), None)
+                if handle is None:
                     return
-                handle = self._waiting.popleft()
+                self._waiting.remove(handle)
             try:
                 active = self._activate(handle)
                 with self._cond:
@@ -332,11 +502,19 @@ class Engine:
                 handle.error = error
                 self._finish_handle(handle)
 
+    def _fits(self, handle: EngineHandle) -> bool:
+        """Whether a request's own KV cache (if it needs one) fits beside those already in use."""
+        need = self._long_kv_need(len(handle.request.prompt_ids) + handle.request.max_tokens)
+        return need == 0 or self._long_kv_in_use + need <= self.long_kv_bytes
+
     def _activate(self, handle: EngineHandle) -> _Active:
         prompt = [int(i) for i in handle.request.prompt_ids]
         handle.request.prompt_ids = prompt
         capacity = min(len(prompt) + handle.request.max_tokens, self.stack.max_positions)
-        cache = self.pool.acquire(capacity) or self.stack.new_cache(capacity)
+        cache = self.pool.acquire(capacity)
+        if cache is None:
+            cache = self.stack.new_cache(capacity)
+            self._long_kv_in_use += self.stack.cache_bytes(capacity)
         length, entry = self.prefix_cache.match(prompt, len(prompt) - 1)
         if entry is not None:
             cache.load_prefix(entry.keys, entry.values, length)
@@ -428,6 +606,8 @@ class Engine:
                 self._running.remove(active)
         if active.handle.error is None and not cancelled and len(active.fed) > len(active.prompt):
             self.prefix_cache.store(active.fed, active.cache.keys, active.cache.values)
+        if active.cache.slot is None:
+            self._long_kv_in_use -= self.stack.cache_bytes(active.cache.capacity)
         self.pool.release(active.cache)
         seconds = time.perf_counter() - (active.handle.started_at or active.handle.submitted_at)
         self._mean_request_seconds = 0.8 * self._mean_request_seconds + 0.2 * seconds
@@ -455,16 +635,29 @@ def _rate(steps: list[StepRecord]) -> float:
     return sum(s.generated_tokens for s in recent) / span
 
 
+def _take_over(loaded) -> None:
+    try:
+        shared_engine(loaded)
+    except BaseException:  # noqa: BLE001 - the next caller sees the same failure, with its message
+        _log.exception("no engine could take over")
+
+
 _engines: dict[int, tuple[object, Engine]] = {}
 _engines_lock = threading.Lock()
 
 
 def shared_engine(loaded) -> Engine:
-    """The one engine of ``loaded`` (started on first use)."""
+    """The one engine of ``loaded``, started on first use; an engine that stopped or is stuck is
+    retired (its requests fail with EngineUnavailable) and a new one takes over."""
     with _engines_lock:
         entry = _engines.get(id(loaded))
-        if entry is None or entry[0] is not loaded:
-            entry = (loaded, Engine(loaded))
-            _engines[id(loaded)] = entry
-            atexit.register(entry[1].close)
-        return entry[1]
+        if entry is not None and entry[0] is loaded:
+            problem = entry[1].problem()
+            if problem is None:
+                return entry[1]
+            entry[1].retire(problem)
+            _log.warning("a new engine takes over: %s", problem)
+        engine = Engine(loaded)
+        _engines[id(loaded)] = (loaded, engine)
+        atexit.register(engine.close)
+        return engine

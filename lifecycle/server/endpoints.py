@@ -190,7 +190,7 @@ class ApiServer:
         try:
             body = await job.answer(request)
         except ApiError as error:  # the worker has logged this call already
-            return self._finish(exchange, JSONResponse(error.body, error.status))
+            return self._finish(exchange, JSONResponse(error.body, error.status, headers=error.headers or None))
         return self._finish(exchange, JSONResponse(body, headers=limits))
 
     # --- stages --------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from starlette.responses import StreamingResponse
 
 from lifecycle import generate as generation
 from lifecycle import stream as streaming
+from lifecycle.engine import EngineUnavailable
+from lifecycle.errors import LifecycleError
 from lifecycle.logprobs import logprobs_content
 from lifecycle.model import LoadedModel
 from lifecycle.server.chat_request import ChatRequest, sampling_settings
@@ -75,7 +77,7 @@ class GenerationJob:
                 exchange.journey["queue_seconds"] = round(self.call.waited_seconds, 6)
         except Exception as error:
             _log.exception("generation failed for %s", exchange.id)
-            exchange.outcome, exchange.status = "error", exchange.status or 500
+            exchange.outcome, exchange.status = "error", exchange.status or failure_error(error).status
             exchange.error = f"Generation failed: {type(error).__name__}."
             tail = self._failure_frames(error) if self.chat.stream else [error]
             exchange.journey.setdefault("frames", []).extend(
@@ -224,6 +226,8 @@ class GenerationJob:
                 return item
             if item is _DONE and self.call.cancel.is_set():
                 raise ApiError(499, "The client closed the request.", code="client_closed", outcome="cancelled")
+            if isinstance(item, Exception):
+                raise failure_error(item)
             raise ApiError(500, "The server had an error while generating the answer.", type="server_error",
                            outcome="error")
 
@@ -236,8 +240,24 @@ class GenerationJob:
 
 
 
+def failure_error(error: Exception) -> ApiError:
+    """The API's answer to a generation that failed: 503 when the engine could not serve it (our own
+    message, with a retry time), 400 for a request it can never take, else 500 without details."""
+    if isinstance(error, EngineUnavailable):
+        return ApiError(503, str(error), type="server_error", code="engine_unavailable", outcome="error",
+                        headers={"retry-after": "5"})
+    if isinstance(error, LifecycleError):
+        return ApiError(400, error.message, param=error.param, code=error.code)
+    return ApiError(500, "The server had an error while generating the answer.", type="server_error",
+                    outcome="error")
+
+
 def _error_frame(error: Exception) -> str:
-    body = error_envelope(f"Generation failed: {type(error).__name__}.", type="server_error", code="generation_failed")
+    if isinstance(error, (EngineUnavailable, LifecycleError)):
+        body = failure_error(error).body
+    else:
+        body = error_envelope(f"Generation failed: {type(error).__name__}.", type="server_error",
+                              code="generation_failed")
     return f"data: {json.dumps(body)}\n\n"
 
 
