@@ -12,6 +12,11 @@ different ones a minute later. ``ResultCache`` serves both:
 
 A computation receives ``report``, a callable that publishes partial progress (the tokens of a
 generation so far) to everyone holding its ``Pending``.
+
+Nothing here waits or grows without bound: background computations run on a pool of at most
+``LIFECYCLE_RESULT_THREADS`` threads, and nobody waits for a result longer than
+``LIFECYCLE_RESULT_WAIT_SECONDS`` after its computation began (``ResultTimeout``; the key is then
+free for the next asker to compute again), so one computation that hangs holds up only its own key.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Generic, TypeVar
 
@@ -32,9 +38,24 @@ from lifecycle.errors import LifecycleError
 
 BUDGET_ENV = "LIFECYCLE_CACHE_MB"
 DEFAULT_BUDGET_MB = 512
+THREADS_ENV = "LIFECYCLE_RESULT_THREADS"
+DEFAULT_THREADS = 128
+WAIT_ENV = "LIFECYCLE_RESULT_WAIT_SECONDS"
+DEFAULT_WAIT_SECONDS = 900.0
 
 Value = TypeVar("Value")
 Compute = Callable[[Callable[[Any], None]], Value]
+
+
+def _env_number(name: str, default: float, environ: Mapping[str, str] = os.environ) -> float:
+    raw = environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = -1.0
+    if not value > 0:  # also catches NaN
+        raise LifecycleError(f"{name} must be a number > 0, got {raw[:40]!r}", param=name)
+    return value
 
 
 def budget_bytes(environ: Mapping[str, str] = os.environ) -> int:
@@ -83,13 +104,32 @@ def approximate_bytes(value: object) -> int:
     return total
 
 
-class Pending(Future, Generic[Value]):
-    """One computation, shared by everyone who asked for its key; ``progress`` grows while it runs."""
+class ResultTimeout(TimeoutError):
+    """A result was not ready within its deadline; the message says how long it was waited for."""
 
-    def __init__(self) -> None:
+
+class Pending(Future, Generic[Value]):
+    """One computation, shared by everyone who asked for its key; ``progress`` grows while it runs.
+    ``result()`` waits at most until ``deadline`` (monotonic seconds), then raises ResultTimeout."""
+
+    def __init__(self, wait_seconds: float = DEFAULT_WAIT_SECONDS) -> None:
         super().__init__()
         self.progress: list = []
         self.started = time.monotonic()
+        self.deadline = self.started + wait_seconds
+
+    def result(self, timeout: float | None = None) -> Value:
+        limit = max(0.0, self.deadline - time.monotonic()) if timeout is None else timeout
+        try:
+            return super().result(limit)
+        except FutureTimeout:
+            raise ResultTimeout(f"This result was not ready after {time.monotonic() - self.started:,.0f} s "
+                                "(LIFECYCLE_RESULT_WAIT_SECONDS): the server is overloaded or stuck; "
+                                "reload the page to try again.") from None
+
+    @property
+    def overdue(self) -> bool:
+        return not self.done() and time.monotonic() > self.deadline
 
 
 @dataclass
@@ -101,8 +141,11 @@ class _Entry:
 class ResultCache:
     """Keyed results, computed once for all askers, kept while they fit ``budget`` bytes."""
 
-    def __init__(self, budget: int | None = None) -> None:
+    def __init__(self, budget: int | None = None, threads: int | None = None, wait_seconds: float | None = None) -> None:
         self.budget = budget_bytes() if budget is None else budget
+        self.wait_seconds = _env_number(WAIT_ENV, DEFAULT_WAIT_SECONDS) if wait_seconds is None else wait_seconds
+        workers = int(_env_number(THREADS_ENV, DEFAULT_THREADS)) if threads is None else threads
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="result")
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self.computations: Counter = Counter()  # per kind (the key's first item): how many ran
@@ -110,18 +153,22 @@ class ResultCache:
         self.evictions = 0
 
     def get(self, key: Hashable, compute: Compute) -> Value:
-        """The result for ``key``, computed here by the first asker (others wait for it)."""
+        """The result for ``key``, computed here by the first asker (others wait for it, at most
+        until its deadline: then ResultTimeout, and the key is free to be computed again)."""
         pending, owner = self._claim(key)
         if owner:
             self._run(key, pending, compute)
-        return pending.result()
+        try:
+            return pending.result()
+        except ResultTimeout:
+            self._forget(key, pending)
+            raise
 
     def start(self, key: Hashable, compute: Compute) -> Pending:
-        """The computation for ``key``, started in the background by the first asker; returns at once."""
+        """The computation for ``key``, started on the pool by the first asker; returns at once."""
         pending, owner = self._claim(key)
         if owner:
-            threading.Thread(target=self._run, args=(key, pending, compute), daemon=True,
-                             name=f"result-{_kind(key)}").start()
+            self._pool.submit(self._run, key, pending, compute)
         return pending
 
     def peek(self, key: Hashable) -> Pending | None:
@@ -144,22 +191,28 @@ class ResultCache:
     def _claim(self, key: Hashable) -> tuple[Pending, bool]:
         with self._lock:
             entry = self._entries.get(key)
+            if entry is not None and entry.pending.overdue:  # hung: the next asker computes it again
+                del self._entries[key]
+                entry = None
             if entry is not None:
                 self._entries.move_to_end(key)
                 self.hits[_kind(key)] += 1
                 return entry.pending, False
-            pending = Pending()
+            pending = Pending(self.wait_seconds)
             self._entries[key] = _Entry(pending)
             self.computations[_kind(key)] += 1
             return pending, True
+
+    def _forget(self, key: Hashable, pending: Pending) -> None:
+        with self._lock:
+            if self._entries.get(key) is not None and self._entries[key].pending is pending:
+                del self._entries[key]
 
     def _run(self, key: Hashable, pending: Pending, compute: Compute) -> None:
         try:
             value = compute(pending.progress.append)
         except BaseException as error:  # noqa: BLE001 - every waiter must be released, whatever happened
-            with self._lock:
-                if self._entries.get(key) is not None and self._entries[key].pending is pending:
-                    del self._entries[key]
+            self._forget(key, pending)
             pending.set_exception(error)
             return
         size = approximate_bytes(value)

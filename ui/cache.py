@@ -119,7 +119,7 @@ def _show_progress(pending: Pending, max_tokens: int, tag: str) -> None:
     having its prompt read (prefill) in the engine's running batch.
     """
     box = st.empty()
-    while not pending.done():
+    while not (pending.done() or pending.overdue):  # past its deadline, result() raises ResultTimeout
         steps = [item for item in list(pending.progress) if isinstance(item, GenerationStep)]
         seconds = time.monotonic() - pending.started
         with box.container(border=True):
@@ -136,7 +136,7 @@ def _show_progress(pending: Pending, max_tokens: int, tag: str) -> None:
 def _show_waiting(pending: Pending, tag: str) -> None:
     """Where this prompt is (in line, or being read by the model), redrawn until ``pending`` is done."""
     box = st.empty()
-    while not pending.done():
+    while not (pending.done() or pending.overdue):  # past its deadline, result() raises ResultTimeout
         box.caption(_waiting_line(pending, tag, time.monotonic() - pending.started))
         futures.wait([pending], timeout=POLL_SECONDS)  # back at once when it is done
     box.empty()

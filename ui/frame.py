@@ -24,7 +24,9 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
+from lifecycle.engine import EngineUnavailable
 from lifecycle.errors import LifecycleError
+from lifecycle.result_cache import ResultTimeout
 from lifecycle.server.wire import DEFAULT_BASE_URL
 from lifecycle.model import LoadedModel, ModelLoadError, is_loaded, model_name, shared_model
 from ui.settings import JourneySettings, current_settings, render_settings_sidebar, url_problems
@@ -200,6 +202,8 @@ def stage_page(url_path: str, needs_prompt: bool = True) -> Iterator[JourneySett
         yield settings
     except (LifecycleError, ModelLoadError) as error:
         input_error(error)
+    except (EngineUnavailable, ResultTimeout) as error:  # the server, not the input: our own message
+        st.error(str(error), icon=":material/cloud_off:")
     rests = st.session_state.pop(_LESSON_REST, [])
     if rests:
         with st.expander(MORE_LESSON, icon=":material/menu_book:"):

@@ -167,6 +167,11 @@ with stage_page("generation") as settings:
                                                   tuple(inp.stop), view["forced"])
     else:
         generation = answer.generation
+    if not generation.steps:
+        st.info(f"This generation ended before its first token (finish_reason **{generation.finish_reason}**): "
+                "there is no step to show. Change a setting or reload the page to run it again.",
+                icon=":material/hourglass_empty:")
+        st.stop()
     greedy = inp.sampling.temperature == 0
     total = len(generation.steps)
     revealed = min(view["revealed"], total)
