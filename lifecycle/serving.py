@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from lifecycle.context import shared_head
-from lifecycle.engine import origin, shared_engine
+from lifecycle.engine import engine_problem, origin, shared_engine
 from lifecycle.engine.scheduler import DEFAULT_QUEUE_CAPACITY
 from lifecycle.model import LoadedModel, is_loaded, model_name, shared_model
 
@@ -104,7 +104,8 @@ class ModelQueue:
 
 @dataclass(frozen=True)
 class ModelStatus:
-    """``state``: "idle" (not asked yet), "loading", "ready" or "failed" (``error`` says why)."""
+    """``state``: "idle" (not asked yet), "loading", "ready", "unhealthy" (the engine failed or is
+    stuck; another takes over) or "failed" (``error`` says why)."""
 
     state: str
     name: str
@@ -128,11 +129,17 @@ def live_calls() -> list[LiveCall]:
 
 
 def model_status() -> ModelStatus:
-    """The shared model's state; "ready" also when a page loaded it before any API call."""
-    if _status.state in ("idle", "loading") and is_loaded():
+    """The shared model's state; "ready" also when a page loaded it before any API call, and
+    "unhealthy" while its engine has failed or is stuck (a new one is then being built)."""
+    status = _status
+    if status.state == "idle" and is_loaded():  # "loading" stays until the engine is built and primed
         loaded = shared_model()
-        return ModelStatus("ready", loaded.name, load_seconds=loaded.load_seconds)
-    return _status
+        status = ModelStatus("ready", loaded.name, load_seconds=loaded.load_seconds)
+    if status.state == "ready":
+        problem = engine_problem(shared_model())
+        if problem is not None:
+            return ModelStatus("unhealthy", status.name, error=problem, load_seconds=status.load_seconds)
+    return status
 
 
 def start_model_loading() -> None:

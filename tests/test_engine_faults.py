@@ -12,6 +12,7 @@ from lifecycle.engine import scheduler
 from lifecycle.engine.layered import layered_forward
 from lifecycle.generate import generate
 from lifecycle.sampling import SamplingSettings
+from tests.sdk_server import api_server, base_url, sdk  # noqa: F401
 from tests.test_engine import Paused, chat_ids, hf_greedy
 
 GREEDY = SamplingSettings(temperature=0)
@@ -178,3 +179,33 @@ def test_decoding_streams_run_between_the_layers_of_a_long_inspection_pass(loade
     assert stream.done.wait(120) and stream.error is None
     assert logits.shape == (1, 1, loaded.vocab_size)
     assert sum(steps_inside) >= 5, steps_inside  # tokens kept coming while the pass ran
+
+
+def test_the_api_answers_503_when_the_engine_dies_and_health_recovers(loaded, sdk, base_url, monkeypatch):
+    import httpx
+    import openai
+
+    client = httpx.Client(timeout=30)
+    health = base_url.removesuffix("/v1") + "/health"
+
+    def wait_healthy():
+        deadline = time.monotonic() + 60
+        while client.get(health).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return client.get(health).json()["status"]
+
+    assert wait_healthy() == "ready"  # the engine is built and the template's head primed
+    engine = shared_engine(loaded)
+    monkeypatch.setattr(scheduler, "_take_over", lambda _loaded: None)  # hold the dead engine in place
+    monkeypatch.setattr(engine.stack, "forward", _crash)
+    with pytest.raises(openai.InternalServerError) as failed:
+        sdk.chat.completions.create(model=loaded.name, messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+    assert failed.value.status_code == 503
+    assert failed.value.body["code"] == "engine_unavailable" and "takes over" in failed.value.body["message"]
+    assert failed.value.response.headers["retry-after"] == "5"
+    unhealthy = client.get(health)
+    assert unhealthy.status_code == 503 and unhealthy.json()["status"] == "unhealthy"
+    monkeypatch.undo()  # the real takeover again: health's own check builds the new engine
+    assert wait_healthy() == "ready"
+    answer = sdk.chat.completions.create(model=loaded.name, messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+    assert answer.choices[0].finish_reason in ("stop", "length")

@@ -86,7 +86,9 @@ def _live_panel(log: CallLog, reader: CallReader, refused: Counter) -> None:
     right.metric("Waiting in the queue", len(everyone) - running)
     far.metric("Refused without a key", sum(refused.values()),
                help="Calls without a valid key are counted, never logged.")
-    if status.error and reader.sees_all:
+    if status.state == "unhealthy":
+        st.warning(literal(status.error))
+    elif status.error and reader.sees_all:
         st.warning(literal(f"The model could not load: {status.error}"))
     if calls:
         st.dataframe(live_rows(calls), hide_index=True)

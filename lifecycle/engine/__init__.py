@@ -19,6 +19,7 @@ from lifecycle.engine.scheduler import (
     RunningRequest,
     StepRecord,
     WaitingRequest,
+    engine_problem,
     shared_engine,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "StepRecord",
     "WaitingRequest",
     "current_origin",
+    "engine_problem",
     "origin",
     "shared_engine",
 ]

@@ -642,6 +642,29 @@ def _take_over(loaded) -> None:
         _log.exception("no engine could take over")
 
 
+def _recover(loaded) -> None:
+    try:
+        _take_over(loaded)
+    finally:
+        _taking_over.discard(id(loaded))
+
+
+_taking_over: set[int] = set()
+
+
+def engine_problem(loaded) -> str | None:
+    """Why ``loaded``'s engine cannot serve now (None when it can, or when none was started yet);
+    while there is a problem a new engine is being built in the background to take over."""
+    entry = _engines.get(id(loaded))  # no lock: it is held while an engine is built, and this must not wait
+    if entry is None or entry[0] is not loaded:
+        return None
+    problem = entry[1].problem()
+    if problem is not None and id(loaded) not in _taking_over:
+        _taking_over.add(id(loaded))
+        threading.Thread(target=_recover, args=(loaded,), name="engine-takeover", daemon=True).start()
+    return problem
+
+
 _engines: dict[int, tuple[object, Engine]] = {}
 _engines_lock = threading.Lock()
 

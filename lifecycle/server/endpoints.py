@@ -272,7 +272,9 @@ class ApiServer:
         status = model_status()
         if status.state != "ready":
             start_model_loading()
-            message = f"The model is {status.state}; " + ("the operator must fix it." if status.error else "retry shortly.")
+            message = ("The engine failed and a new one is taking over; retry shortly." if status.state == "unhealthy"
+                       else f"The model is {status.state}; " + ("the operator must fix it." if status.error
+                                                                 else "retry shortly."))
             raise ApiError(503, message, type="server_error", code="model_not_ready", outcome="error",
                            headers={"retry-after": "2"})
         return shared_model()
