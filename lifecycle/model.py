@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -29,6 +30,8 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MANIFEST = "lifecycle-manifest.json"
 CACHE_FORMAT = 1
 THREADS_ENV = "LIFECYCLE_TORCH_THREADS"
+
+_log = logging.getLogger(__name__)
 
 
 class ModelLoadError(RuntimeError):
@@ -51,6 +54,7 @@ class LoadedModel:
     source: str
     load_seconds: float
     from_cache: bool
+    warning: str | None = None  # something the operator should know (e.g. no writable cache)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     tokenizer_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -126,22 +130,34 @@ def cache_is_valid(directory: Path) -> bool:
         return False
 
 
-def convert_gguf_to_cache(target: Path) -> None:
-    """Dequantise the shipped GGUF once and write an fp32 safetensors copy atomically.
-
-    The copy is written to a temporary sibling folder and renamed into place, with a manifest of
-    sizes and hashes written last, so a crash never leaves a folder that passes ``cache_is_valid``.
-    """
+def _load_gguf() -> tuple[object, object]:
+    """The shipped GGUF, dequantised to fp32 in memory (~20 s: transformers parses its metadata
+    several times). The result is the model ``_load_from`` gives for the converted copy."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
-    model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name)
+    model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32,
+                                                 attn_implementation="eager")
     # save_pretrained refuses a GGUF-loaded model while its quantizer is attached, although the
     # weights are already dequantised fp32 tensors.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    model.eval()
+    return model, tokenizer
+
+
+def convert_gguf_to_cache(target: Path, loaded: tuple[object, object] | None = None) -> None:
+    """Dequantise the shipped GGUF once and write an fp32 safetensors copy atomically.
+
+    The copy is written to a temporary sibling folder and renamed into place, with a manifest of
+    sizes and hashes written last, so a crash never leaves a folder that passes ``cache_is_valid``.
+    ``loaded`` is the GGUF already in memory, if it is.
+    """
+    source = gguf_path()
+    model, tokenizer = loaded or _load_gguf()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
@@ -195,11 +211,12 @@ def _load_from(source: str) -> tuple[object, object]:
     return model, tokenizer
 
 
-def _load_default(directory: Path) -> tuple[tuple[object, object], bool]:
+def _load_default(directory: Path) -> tuple[tuple[object, object], bool, str | None]:
     """The bundled model from its fp32 copy, converting the GGUF first when the copy is missing or
     damaged. The copy's hashes are checked while it loads (hashing 0.5 GB takes ~0.4 s), and a
-    copy that fails the check is rebuilt and loaded again, never used. Returns (model, tokenizer)
-    and whether the existing copy was used."""
+    copy that fails the check is rebuilt and loaded again, never used. Where no copy can be written
+    (a read-only ``LIFECYCLE_CACHE_DIR``) the GGUF is used from memory, with a warning. Returns
+    (model, tokenizer), whether the existing copy was used, and that warning (or None)."""
     if (directory / MANIFEST).is_file():
         with ThreadPoolExecutor(max_workers=1) as pool:
             check = pool.submit(cache_is_valid, directory)
@@ -208,9 +225,17 @@ def _load_default(directory: Path) -> tuple[tuple[object, object], bool]:
             except Exception:  # noqa: BLE001 - a damaged copy can fail in many ways; the check decides
                 loaded = None
             if check.result() and loaded is not None:
-                return loaded, True
-    convert_gguf_to_cache(directory)
-    return _load_from(str(directory)), False
+                return loaded, True, None
+    in_memory = _load_gguf()
+    try:
+        convert_gguf_to_cache(directory, in_memory)
+    except OSError as error:
+        warning = (f"The converted model could not be saved in {directory} ({type(error).__name__}: "
+                   f"{error.strerror or error}), so every start converts the GGUF again (~20 s). "
+                   "Point LIFECYCLE_CACHE_DIR at a writable folder.")
+        _log.warning(warning)
+        return in_memory, False, warning
+    return _load_from(str(directory)), False, None
 
 
 def load_model() -> LoadedModel:
@@ -222,9 +247,11 @@ def load_model() -> LoadedModel:
     if name == DEFAULT_MODEL:
         directory = default_cache_dir()
         source = str(directory)
-        (model, tokenizer), from_cache = _load_default(directory)
+        (model, tokenizer), from_cache, warning = _load_default(directory)
+        if warning is not None:
+            source = str(gguf_path())
     else:
-        source, from_cache = name, False
+        source, from_cache, warning = name, False, None
         try:
             model, tokenizer = _load_from(source)
         except OSError as error:
@@ -237,6 +264,7 @@ def load_model() -> LoadedModel:
         source=source,
         load_seconds=0.0,
         from_cache=from_cache,
+        warning=warning,
     )
     token_bytes(loaded)  # the vocabulary's byte table (~0.1 s), built now rather than inside a timed stage
     loaded.load_seconds = time.perf_counter() - started

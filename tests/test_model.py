@@ -74,3 +74,15 @@ def test_a_missing_model_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("LIFECYCLE_MODEL", str(tmp_path / "no-such-model"))
     with pytest.raises(lm.ModelLoadError, match="no-such-model"):
         lm.load_model()
+
+
+def test_a_cache_folder_that_cannot_be_written_loads_the_gguf_in_memory_with_a_warning(loaded, tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")  # nothing can be created below it, even by root (chmod would not stop root)
+    monkeypatch.delenv("LIFECYCLE_MODEL", raising=False)
+    monkeypatch.setenv("LIFECYCLE_CACHE_DIR", str(blocked / "cache"))
+    from_gguf = lm.load_model()
+    assert not from_gguf.from_cache and from_gguf.source == str(lm.gguf_path())
+    assert "LIFECYCLE_CACHE_DIR" in from_gguf.warning and str(blocked / "cache") in from_gguf.warning
+    assert torch.equal(_logits(from_gguf), _logits(loaded))
+    assert loaded.warning is None

@@ -86,6 +86,8 @@ def _live_panel(log: CallLog, reader: CallReader, refused: Counter) -> None:
     right.metric("Waiting in the queue", len(everyone) - running)
     far.metric("Refused without a key", sum(refused.values()),
                help="Calls without a valid key are counted, never logged.")
+    if is_loaded() and shared_model().warning:
+        st.warning(literal(shared_model().warning))
     if status.state == "unhealthy":
         st.warning(literal(status.error))
     elif status.error and reader.sees_all:
