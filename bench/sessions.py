@@ -33,12 +33,19 @@ from bench.app_server import AppServer
 from bench.report import check, percentile, row
 from ui.stages import stage
 
+# The waiting line's captions (ui/cache.py): a page that waits for the model says where it is;
+# "Handing this prompt to the model" is the one line that says nothing about a place.
+PLACE_MARKERS = ("In line for the model: place", "The model's queue is full", "The model is reading this prompt",
+                 "Generating on the model")
+WAITING_MARKERS = (*PLACE_MARKERS, "Handing this prompt to the model")
 QUIET_SECONDS = 1.5  # a finished run with no new run within this long is a finished page
 PAGE_TIMEOUT = 600.0
-# Targets (issue #9): the class on this 2-core machine.
-NEXT_TOKEN_P95 = 10.0
-GENERATION_P95 = 30.0
+# p95 targets (Next token, Generation) per class size on this 2-core machine: issue #9's class of 30
+# and issue #22's lecture hall of 60; 100 is sized beyond the target, where only correctness is asked
+# (no exception, and every page that waits says where it is in line).
+ROOM_TARGETS: dict[int, tuple[float | None, float | None]] = {30: (10.0, 30.0), 60: (6.0, 20.0), 100: (None, None)}
 RSS_LIMIT_GB = 2.5
+SILENT_WAIT_SECONDS = 3.0
 
 TOPICS = (
     "the sky", "the sea", "volcanoes", "bread", "bicycles", "rainbows", "bees", "glaciers", "the moon",
@@ -60,6 +67,7 @@ class PageVisit:
     texts: list[str] = field(default_factory=list)  # st.text and st.code bodies: user text, model output
     exceptions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    waits: list[str] = field(default_factory=list)  # what the page said while it waited for the model
 
     @property
     def finished(self) -> bool:
@@ -127,6 +135,9 @@ def _read_element(element, result: PageVisit) -> None:
         result.exceptions.append(f"{element.exception.type}: {element.exception.message}"[:300])
     elif kind == "alert" and element.alert.format == element.alert.ERROR:
         result.errors.append(element.alert.body[:300])
+    elif kind == "markdown" and element.markdown.element_type == element.markdown.CAPTION:
+        if any(marker in element.markdown.body for marker in WAITING_MARKERS):
+            result.waits.append(element.markdown.body[:200])
 
 
 async def room(base_url: str, page: str, prompts: Sequence[str], settings: dict) -> list[PageVisit]:
@@ -190,6 +201,17 @@ class RoomReport:
         return statistics.median(visits) if visits else float("inf")
 
     @property
+    def waited(self) -> list[PageVisit]:
+        """Pages that showed the waiting line at all (their model work was not ready at once)."""
+        return [v for visits in self.visits.values() for v in visits if v.waits]
+
+    @property
+    def silent_waits(self) -> list[PageVisit]:
+        """Pages that waited for the model for a while and never said where they were."""
+        return [v for v in self.waited if v.seconds > SILENT_WAIT_SECONDS
+                and not any(marker in line for line in v.waits for marker in PLACE_MARKERS)]
+
+    @property
     def problems(self) -> list[str]:
         return [f"{v.page} {v.prompt[:40]!r}: {p}" for visits in self.visits.values() for v in visits
                 for p in (*v.exceptions, *v.errors, *missing_title(v))]
@@ -212,25 +234,37 @@ def measure_room(sessions: int = 30, max_tokens: int = 48, env: dict | None = No
 
 
 def report_rows(report: RoomReport) -> None:
-    """Print the room's figures with their targets."""
+    """Print the room's figures with their targets (ROOM_TARGETS; a size without one only reports)."""
     n = report.sessions
-    for page, target in (("next-token", NEXT_TOKEN_P95), ("generation", GENERATION_P95)):
+    targets = ROOM_TARGETS.get(n, (None, None))
+    for page, target in zip(("next-token", "generation"), targets):
         p95 = report.p95(page)
         row(f"{n} browser sessions, {page} page: p50 finished", f"{report.p50(page):.1f} s")
-        row(f"{n} browser sessions, {page} page: p95 finished", f"{p95:.1f} s", f"<= {target:.0f} s",
-            check(p95 <= target))
+        if target is None:
+            row(f"{n} browser sessions, {page} page: p95 finished", f"{p95:.1f} s")
+        else:
+            row(f"{n} browser sessions, {page} page: p95 finished", f"{p95:.1f} s", f"<= {target:.0f} s",
+                check(p95 <= target))
     gigabytes = report.peak_rss / 1e9
     row(f"server peak RSS, {n} sessions", f"{gigabytes:.2f} GB", f"<= {RSS_LIMIT_GB} GB",
         check(gigabytes <= RSS_LIMIT_GB))
     problems = report.problems
-    row("sessions with an exception or error box", f"{len(problems)}", "0", check(not problems))
+    row(f"{n} sessions: pages with an exception or error box", f"{len(problems)}", "0", check(not problems))
     for problem in problems[:5]:
         print(f"    {problem}")
+    silent = report.silent_waits
+    row(f"{n} sessions: pages that waited for the model", f"{len(report.waited)}")
+    row(f"  of which waited > {SILENT_WAIT_SECONDS:.0f} s and never said where", f"{len(silent)}", "0",
+        check(not silent))
+    for visit_ in silent[:3]:
+        print(f"    {visit_.page} {visit_.prompt[:40]!r}: {visit_.waits[-1]!r}")
 
 
 def sessions_part(_loaded=None) -> None:
-    """The room section's browser part: 30 sessions on Next token, then on Generation."""
-    report_rows(measure_room())
+    """The room section's browser part: for each class size, a fresh server, every session on
+    Next token at once, then on Generation at once."""
+    for sessions in ROOM_TARGETS:
+        report_rows(measure_room(sessions))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -256,6 +256,7 @@ def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings,
         label=origin.label,
         tag=origin.tag,
         started=origin.started,
+        bounded=origin.bounded,
     ))
     try:
         yield from _drain(records, handle, timings)

@@ -255,7 +255,7 @@ def check_runnable(prepared: PreparedPrompt, loaded: LoadedModel) -> None:
 def prefill(prepared: PreparedPrompt, loaded: LoadedModel) -> Prefill:
     """Run the prompt through the engine for its next-token logits alone (no attention, no generation).
 
-    Raises EngineFull when the engine's queue is full (the caller decides whether to wait).
+    Raises EngineFull when the request is bounded (``origin``) and the engine's queue is full.
     """
     check_runnable(prepared, loaded)
     captured: list[np.ndarray] = []
@@ -268,8 +268,9 @@ def prefill(prepared: PreparedPrompt, loaded: LoadedModel) -> Prefill:
     started = time.perf_counter()
     handle = shared_engine(loaded).submit(EngineRequest(
         prompt_ids=list(prepared.rendered.ids), max_tokens=1, step=keep, label=origin.label, tag=origin.tag,
+        bounded=origin.bounded,
     ))
-    handle.done.wait()
+    handle.wait()
     if handle.error is not None:
         raise handle.error
     logits = captured[0]

@@ -89,7 +89,7 @@ class ModelQueue:
                 call.state, call.started_at = "running", time.time()
 
         try:
-            with origin("api", call.id, started=started):
+            with origin("api", call.id, started=started, bounded=True):
                 yield not call.cancel.is_set()
         finally:
             with self._lock:
@@ -158,7 +158,7 @@ def _load() -> None:
         loaded = shared_model()
         # The engine is built now, not by the first request, and the chat template's system turn is
         # in the prefix cache before a class's first prompts arrive at once.
-        shared_engine(loaded).prime(shared_head(), label="chat template").done.wait()
+        shared_engine(loaded).prime(shared_head(), label="chat template").wait()
         _status = ModelStatus("ready", loaded.name, load_seconds=loaded.load_seconds)
     except Exception as error:  # any failure must show up in /health, not kill a thread silently
         _status = ModelStatus("failed", model_name(), error=f"{type(error).__name__}: {error}")

@@ -261,15 +261,18 @@ def test_a_full_queue_refuses_at_once_with_a_retry_time(loaded, monkeypatch):
     monkeypatch.setattr(engine, "queue_capacity", 2)
     ids = chat_ids(loaded, "Hi")
     with Paused(engine):
-        handles = [engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax()))) for _ in range(2)]
+        handles = [engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax()), bounded=True))
+                   for _ in range(2)]
         state = engine.state()
         assert [w.position for w in state.waiting] == [1, 2]
         with pytest.raises(EngineFull) as full:
-            engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax())))
+            engine.submit(EngineRequest(ids, 2, lambda logits: int(logits.argmax()), bounded=True))
         assert full.value.waiting == 2 and full.value.retry_after >= 1
+        page = engine.submit(EngineRequest(ids, 1, lambda logits: None))  # a page's request always gets a place
+        assert [w.position for w in engine.state().waiting] == [1, 2, 3]
         handles[1].cancel()
-    assert handles[0].done.wait(60) and handles[1].done.wait(60)
-    assert handles[0].error is None and handles[0].generated == 2
+    assert handles[0].done.wait(60) and handles[1].done.wait(60) and page.done.wait(60)
+    assert handles[0].error is None and handles[0].generated == 2 and page.error is None
     assert handles[1].cancelled and handles[1].generated == 0
 
 

@@ -18,6 +18,7 @@ class Origin:
     label: str = "page"
     tag: str | None = None
     started: Callable[[float], None] | None = None  # called with the seconds waited when prefill starts
+    bounded: bool = False  # refused (EngineFull) when the engine's waiting queue is full, as API calls are
 
 
 _current: ContextVar[Origin] = ContextVar("engine_origin", default=Origin())
@@ -28,9 +29,10 @@ def current_origin() -> Origin:
 
 
 @contextmanager
-def origin(label: str, tag: str | None = None, started: Callable[[float], None] | None = None) -> Iterator[Origin]:
-    """Name the engine requests made inside this block."""
-    token = _current.set(Origin(label, tag, started))
+def origin(label: str, tag: str | None = None, started: Callable[[float], None] | None = None,
+           bounded: bool = False) -> Iterator[Origin]:
+    """Name the engine requests made inside this block (``bounded``: refused when the queue is full)."""
+    token = _current.set(Origin(label, tag, started, bounded))
     try:
         yield _current.get()
     finally:

@@ -92,7 +92,8 @@ class EngineRequest:
     the prompt and after every fed token, in the engine thread, and returns the token id to feed
     next or None to finish. ``tag`` is the caller's own id for this request (e.g. an API call id);
     ``started`` (optional) is called in the engine thread with the seconds waited when its prefill
-    begins."""
+    begins. A ``bounded`` request (an API call) is refused with EngineFull when the waiting queue is
+    full; the others (pages, the warm route) always get a place in line, which the pages show."""
 
     prompt_ids: list[int]
     max_tokens: int
@@ -101,6 +102,7 @@ class EngineRequest:
     label: str = "page"
     tag: str | None = None
     started: Callable[[float], None] | None = None
+    bounded: bool = False
 
 
 class EngineHandle:
@@ -129,6 +131,11 @@ class EngineHandle:
 
     def wants_out(self) -> bool:
         return self._cancel.is_set() or bool(self.request.cancelled())
+
+    def wait(self) -> None:
+        """Until the request has left the engine; EngineUnavailable if the engine fails or sticks first."""
+        while not self.done.wait(POLL_SECONDS):
+            self.check()
 
     def check(self) -> None:
         """Raise EngineUnavailable when the engine running this request has failed or is stuck."""
@@ -249,7 +256,7 @@ class Engine:
     # --- callers -------------------------------------------------------------------------------
 
     def submit(self, request: EngineRequest) -> EngineHandle:
-        """Queue a request; raise EngineFull at once when the waiting queue is full, RequestTooLarge
+        """Queue a request; raise EngineFull at once when it is bounded and the queue is full, RequestTooLarge
         when its KV cache could never be admitted, EngineUnavailable when this engine has stopped."""
         needed = self._long_kv_need(len(request.prompt_ids) + request.max_tokens)
         if needed > self.long_kv_bytes:
@@ -262,7 +269,7 @@ class Engine:
             if self.failure is not None:
                 raise EngineUnavailable(self.failure)
             waiting = len(self._waiting)
-            if waiting >= self.queue_capacity:
+            if request.bounded and waiting >= self.queue_capacity:
                 raise EngineFull(waiting, self.retry_after(waiting))
             self._note_arrival()
             handle = EngineHandle(next(self._ids), request, self)
