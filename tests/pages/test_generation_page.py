@@ -110,3 +110,21 @@ def test_lesson_counts_this_runs_steps_and_says_why_it_stopped(run_page, prompt_
     assert per_step == pytest.approx(table(app)["Time (ms)"].mean(), abs=1.0)  # the mean of the table's times
     prefill = re.search(r"the prefill, (\d+) ms\)", lesson).group(1)
     assert any(f"({prefill} ms for the {len(prompt_ids)} prompt tokens)" in c.value for c in app.caption)
+
+
+@pytest.mark.parametrize("page", ["generation", "streaming", "detokenization", ""])
+def test_a_generation_that_ended_before_its_first_token_reads_as_such(run_page, loaded, page):
+    from lifecycle.journey import answer
+    from lifecycle.results import shared_results
+    from ui.settings import JourneySettings
+
+    settings = dict(prompt="A generation cancelled before it began.", temperature=0.0, max_tokens=4)
+    inp = JourneySettings(**settings).journey_input()
+    results = shared_results(loaded)
+    empty = answer(results.prepared(inp), loaded, cancelled=lambda: True)
+    assert empty.generation.steps == [] and empty.generation.finish_reason == "cancelled"
+    results.cache.get(results.answer_key(inp), lambda _report: empty)  # what the pages will find
+    app = run_page(page, **settings)
+    assert not app.exception, app.exception
+    if page == "generation":
+        assert any("before its first token" in info.value and "cancelled" in info.value for info in app.info)
