@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from bench.report import check, heading, percentile, row
+from bench.gaps import gaps_part
 from bench.sessions import sessions_part
 
 NEW_TOKENS = 48
@@ -236,7 +237,7 @@ def engine_part(loaded) -> None:
         f"(budget {stats.budget_bytes / 2**20:.0f} MiB)")
 
 
-PARTS = [engine_part, sessions_part]
+PARTS = [engine_part, sessions_part, gaps_part]
 
 
 def main(loaded) -> None:
