@@ -130,6 +130,19 @@ def cache_is_valid(directory: Path) -> bool:
         return False
 
 
+def verified_copy(loaded: LoadedModel) -> tuple[Path, str] | None:
+    """The folder of the fp32 copy ``loaded`` was read from and its weights' SHA-256 (checked against
+    the manifest while it loaded), or None when it came from elsewhere (another model, the GGUF)."""
+    directory = default_cache_dir()
+    if loaded.name != DEFAULT_MODEL or loaded.source != str(directory):
+        return None
+    try:
+        files = json.loads((directory / MANIFEST).read_text())["files"]
+        return directory, str(files["model.safetensors"]["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _load_gguf() -> tuple[object, object]:
     """The shipped GGUF, dequantised to fp32 in memory (~20 s: transformers parses its metadata
     several times). The result is the model ``_load_from`` gives for the converted copy."""

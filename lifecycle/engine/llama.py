@@ -27,12 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from lifecycle.engine.native import compiled_gemv
-from lifecycle.engine.packing import Packed, pack
+from lifecycle.engine.packed_store import packed_matrices
+from lifecycle.engine.packing import Packed
 from lifecycle.model import cache_root
 
 
@@ -96,7 +98,9 @@ class KVPool:
 class LlamaStack:
     """The decoder of a Llama-family model as a few fused tensors per layer."""
 
-    def __init__(self, model):
+    def __init__(self, model, packed_store: Path | None = None, weights_sha256: str | None = None):
+        """``packed_store`` and ``weights_sha256`` (the fp32 copy's hash) let the packed codes be read
+        back from a file rather than found again (``packed_store.py``)."""
         config = model.config
         self.layers = int(config.num_hidden_layers)
         self.heads = int(config.num_attention_heads)
@@ -115,13 +119,19 @@ class LlamaStack:
         self.cos, self.sin = _rope_tables(inner.rotary_emb, self.max_positions)
         self.blocks = [_fuse_block(layer) for layer in inner.layers]
         gemv = compiled_gemv(cache_root() / "kernels")
-        self.packed = _packed(self.matrices()) if gemv is not None and gemv.reads_packed else {}
+        self.packed = self._packed(packed_store, weights_sha256) if gemv is not None and gemv.reads_packed else {}
         self.linear = matrix_product(gemv, self.packed)
 
     def matrices(self) -> list[torch.Tensor]:
         """Every weight matrix a decode step reads, the output head last."""
         inner = [m for b in self.blocks for m in (b.qkv, b.o, b.gate_up, b.down)]
         return [*inner, self.lm_head]
+
+    def _packed(self, store: Path | None, weights_sha256: str | None) -> dict[int, Packed]:
+        """The matrices that pack exactly, by ``id`` (the engine's fused tensors live as long as it does)."""
+        matrices = self.matrices()
+        found = packed_matrices(matrices, store, weights_sha256)
+        return {id(m): p for m, p in zip(matrices, found) if p is not None}
 
     def cache_bytes(self, capacity: int) -> int:
         """Bytes of the keys and values of ``capacity`` positions (fp32)."""
@@ -315,12 +325,6 @@ def matrix_product(vector: Linear | None = None, packed: dict[int, Packed] | Non
         return matrix(x, weight, bias)
 
     return linear
-
-
-def _packed(matrices: list[torch.Tensor]) -> dict[int, Packed]:
-    """The matrices that pack exactly, by ``id`` (the engine's fused tensors live as long as it does)."""
-    found = ((id(m), pack(m)) for m in matrices if m.is_contiguous())
-    return {key: packed for key, packed in found if packed is not None}
 
 
 def _onednn_linear() -> Linear | None:

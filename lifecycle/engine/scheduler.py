@@ -34,6 +34,8 @@ import numpy as np
 
 from lifecycle.errors import LifecycleError
 from lifecycle.engine.llama import KVCache, LlamaStack, Segment
+from lifecycle.engine.packed_store import STORE_FILE
+from lifecycle.model import verified_copy
 from lifecycle.engine.prefix import PrefixCache, PrefixStats, budget_bytes
 
 DEFAULT_QUEUE_CAPACITY = 32
@@ -406,7 +408,7 @@ class Engine:
                 raise EngineUnavailable("The model is held by an engine that is stuck, so no new engine can take "
                                         "over: restart the server.")
             try:
-                self.stack = LlamaStack(self.loaded.model)
+                self.stack = build_stack(self.loaded)
             finally:
                 self.loaded.lock.release()
             # Requests up to this many positions (prompt + max_tokens) decode in one batched pool.
@@ -670,6 +672,15 @@ def engine_problem(loaded) -> str | None:
         _taking_over.add(id(loaded))
         threading.Thread(target=_recover, args=(loaded,), name="engine-takeover", daemon=True).start()
     return problem
+
+
+def build_stack(loaded) -> LlamaStack:
+    """``loaded``'s fused model; its packed codes are kept beside the fp32 copy it was read from."""
+    copy = verified_copy(loaded)
+    if copy is None:
+        return LlamaStack(loaded.model)
+    directory, weights_sha256 = copy
+    return LlamaStack(loaded.model, directory / STORE_FILE, weights_sha256)
 
 
 _engines: dict[int, tuple[object, Engine]] = {}
