@@ -79,9 +79,7 @@ def _generation(loaded, ids):
 def test_a_hung_job_hits_its_deadline_with_a_clear_error_and_the_engine_goes_on(loaded, monkeypatch):
     engine = shared_engine(loaded)
     monkeypatch.setattr(engine, "wait_seconds", 1.0)
-    release = threading.Event()
-    holder = threading.Thread(target=lambda: _swallow(engine.run, lambda _m: release.wait(30)), daemon=True)
-    holder.start()
+    release, holder = _hold_the_engine(engine)
     started = time.monotonic()
     with pytest.raises(EngineTimeout, match="LIFECYCLE_ENGINE_WAIT_SECONDS"):
         engine.run(lambda model: model.config.num_hidden_layers)
@@ -95,9 +93,7 @@ def test_a_hung_job_hits_its_deadline_with_a_clear_error_and_the_engine_goes_on(
 def test_a_stuck_engine_fails_its_waiting_requests_and_is_replaced(loaded, monkeypatch):
     engine = shared_engine(loaded)
     monkeypatch.setattr(engine, "stall_seconds", 0.5)
-    release = threading.Event()
-    holder = threading.Thread(target=lambda: _swallow(engine.run, lambda _m: release.wait(30)), daemon=True)
-    holder.start()
+    release, holder = _hold_the_engine(engine)
     ids = chat_ids(loaded, "Say yes.")
     waiting = _generation(loaded, ids)
     with pytest.raises(EngineUnavailable, match="no progress"):
@@ -106,6 +102,14 @@ def test_a_stuck_engine_fails_its_waiting_requests_and_is_replaced(loaded, monke
     holder.join(30)
     assert shared_engine(loaded) is not engine
     assert generate(loaded, ids, GREEDY, 4).token_ids == hf_greedy(loaded, ids, 4)
+
+
+def _hold_the_engine(engine) -> tuple[threading.Event, threading.Thread]:
+    """A job that keeps the scheduler thread until the returned event is set."""
+    release = threading.Event()
+    holder = threading.Thread(target=lambda: _swallow(engine.run, lambda _m: release.wait(30)), daemon=True)
+    holder.start()
+    return release, holder
 
 
 def _swallow(call, *args):
