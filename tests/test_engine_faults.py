@@ -158,31 +158,37 @@ def test_long_requests_wait_for_memory_while_short_ones_run(loaded, monkeypatch)
     assert engine._long_kv_in_use == 0
 
 
-def test_decoding_streams_run_between_the_layers_of_a_long_inspection_pass(loaded):
+def test_a_decoding_stream_takes_a_step_between_every_two_layers_of_a_long_inspection_pass(loaded):
     engine = shared_engine(loaded)
     long_ids = (chat_ids(loaded, "Describe the water cycle in detail.") * 40)[:900]
-    inside = threading.Event()
-    steps_inside = []
+    events: list[str] = []
+    filler = loaded.tokenizer(" the", add_special_tokens=False)["input_ids"][0]  # never the end of the stream
+
+    def step(_logits):
+        events.append("step")
+        return filler
 
     def inspection(model):
-        inside.set()
-        try:
-            return (yield from layered_forward(model, long_ids))
-        finally:
-            inside.clear()
+        slices = layered_forward(model, long_ids)
+        while True:
+            try:
+                next(slices)
+            except StopIteration as finished:
+                return finished.value
+            events.append("layer")
+            yield
 
-    def step(logits):
-        steps_inside.append(inside.is_set())
-        return int(logits.argmax())
-
-    stream = engine.submit(EngineRequest(chat_ids(loaded, "Tell me a story."), 40, step))
+    stream = engine.submit(EngineRequest(chat_ids(loaded, "Tell me a story."), 400, step))
     deadline = time.monotonic() + 60
-    while not steps_inside and time.monotonic() < deadline:
+    while not events and time.monotonic() < deadline:
         time.sleep(0.01)
     logits = engine.run_sliced(inspection)
-    assert stream.done.wait(120) and stream.error is None
+    stream.cancel()
+    assert stream.done.wait(60) and stream.error is None
     assert logits.shape == (1, 1, loaded.vocab_size)
-    assert sum(steps_inside) >= 5, steps_inside  # tokens kept coming while the pass ran
+    layers = [i for i, event in enumerate(events) if event == "layer"]
+    assert len(layers) == loaded.num_layers
+    assert all("step" in events[a + 1:b] for a, b in zip(layers, layers[1:])), "two layers ran back to back"
 
 
 def test_the_api_answers_503_when_the_engine_dies_and_health_recovers(loaded, sdk, base_url, monkeypatch):
