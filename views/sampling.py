@@ -63,6 +63,7 @@ SPLIT_CHARACTER_NOTE = (
     "candidate, and the tokens after it complete the character."
 )
 SHOWN_TOKENS = 25
+OPENING_TEMPERATURE = 1.0  # the model's own distribution, where the what-if opens after greedy decoding
 DRAWN_TOKENS = 12
 DRAW_COUNTS = (100, 1000, 5000)
 NUCLEUS_RANKS = 2000
@@ -72,13 +73,30 @@ def _basis(settings: JourneySettings) -> tuple:
     return tuple(getattr(settings, knob) for knob in KNOBS)
 
 
+def _opening(settings: JourneySettings, knob: str) -> float:
+    """Where a what-if slider starts: the journey's setting, except that greedy decoding (temperature 0,
+    one bar at 100%) opens at temperature 1, the model's own distribution, which has more to show."""
+    value = getattr(settings, knob)
+    return OPENING_TEMPERATURE if knob == "temperature" and value == 0 else value
+
+
 def _start_from_sidebar(settings: JourneySettings) -> None:
     """(Re)initialise the what-if sliders when the sidebar settings changed or the page was left."""
     state = st.session_state
     if state.get(BASIS) != _basis(settings) or any(key not in state for key in LOCAL.values()):
         for knob, key in LOCAL.items():
-            state[key] = getattr(settings, knob)
+            state[key] = _opening(settings, knob)
         state[BASIS] = _basis(settings)
+
+
+def _differences(settings: JourneySettings, what_if: SamplingSettings) -> str:
+    """How the what-if differs from the journey's settings, in words ("" when it does not)."""
+    changed = [f"{NUMBERS[knob].label.lower()} {getattr(what_if, knob):g} here, {getattr(settings, knob):g} in the "
+               "journey" for knob in KNOBS if getattr(what_if, knob) != getattr(settings, knob)]
+    if not changed:
+        return "The sliders start at the journey's settings."
+    greedy = " (greedy: it always takes the top token)" if settings.temperature == 0 else ""
+    return f"Not the journey's settings: {'; '.join(changed)}{greedy}."
 
 
 def _use_for_journey() -> None:
@@ -125,6 +143,7 @@ def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_t
                "redrawn in your browser as you move a slider; the numbers below follow when it rests. "
                "These sliders do not change the journey.")
     what_if = _what_if_settings(settings)
+    st.caption(_differences(settings, what_if))
     data = live_sampling_data(logits, previous, what_if, token_text, SHOWN_TOKENS, _knob_specs(settings))
     live_sampling_chart(data, LIVE, _from_browser)
     st.caption(SPLIT_CHARACTER_NOTE)  # below the chart it explains, so a projector's first screen keeps the chart

@@ -203,3 +203,21 @@ def token_bytes_are_text(loaded, token_id: int) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def test_after_greedy_decoding_the_what_if_opens_at_the_models_own_distribution(run_page, logits, prompt_ids):
+    app = run_page("sampling", prompt=PROMPT, temperature=0.0, max_tokens=2)
+    assert live_data(app)["settings"]["temperature"] == 1.0
+    assert app.session_state["temperature"] == 0.0  # the journey stays greedy
+    expected = apply_sampling(logits, SamplingSettings(temperature=1.0), prompt_ids)
+    assert metric(app, "Tokens that survive") == f"{expected.kept:,}"
+    captions = [c.value for c in app.caption]
+    assert "Not the journey's settings: temperature 1 here, 0 in the journey (greedy: it always takes the top token)." \
+        in captions
+
+
+def test_a_what_if_at_the_journeys_settings_says_so(run_page):
+    app = run_page("sampling", **SETTINGS)
+    assert "The sliders start at the journey's settings." in [c.value for c in app.caption]
+    app.slider(key="what_if_repetition_penalty").set_value(1.5).run()
+    assert "Not the journey's settings: repetition penalty 1.5 here, 1 in the journey." in [c.value for c in app.caption]
