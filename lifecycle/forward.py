@@ -231,6 +231,14 @@ def pca_2d(vectors: np.ndarray) -> np.ndarray:
     return np.pad(coords, ((0, 0), (0, 2 - coords.shape[1])))
 
 
+def pca_share(vectors: np.ndarray, directions: int = 2) -> float:
+    """The share of the rows' spread (variance about their mean) along their first ``directions`` principal components."""
+    centered = np.asarray(vectors, dtype=np.float64) - np.asarray(vectors, dtype=np.float64).mean(axis=0)
+    variances = np.linalg.svd(centered, compute_uv=False) ** 2
+    total = variances.sum()
+    return float(variances[:directions].sum() / total) if total > 0 else 1.0
+
+
 def cosine_similarity_matrix(vectors: np.ndarray) -> np.ndarray:
     """Pairwise cosine similarity of the rows; a zero vector is similar to nothing (0)."""
     x = np.asarray(vectors, dtype=np.float64)

@@ -16,6 +16,7 @@ from lifecycle.context import (
     truncate_oldest_turns,
 )
 from lifecycle.errors import LifecycleError
+from lifecycle.lessons import window_sentence
 from ui.frame import lesson, loaded_model, stage_page
 
 MAX_TEMPLATE_CHARS = 6_000
@@ -164,7 +165,7 @@ with stage_page("context-window") as settings:
                       key="context_window")
     window = CONTEXT_WINDOWS[choice]
     st.caption(
-        f"{model.name} was trained for {model.context_window:,} positions and cannot attend beyond them; "
+        f"{window_sentence(model.name, model.context_window)}; "
         "the 32k and 128k presets only show how the same request would fill a larger hosted model's window."
     )
     with st.expander("Add tool descriptions and retrieved documents to see their cost"):

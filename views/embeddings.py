@@ -6,7 +6,8 @@ import streamlit as st
 from charts.theme import DIVERGING_MEANING
 from charts.embeddings import embedding_strip, pca_map, quoted, similarity_matrix, token_labels
 from lifecycle.errors import LifecycleError
-from lifecycle.forward import cosine_similarity_matrix, embed_words, pca_2d, token_text
+from lifecycle.forward import cosine_similarity_matrix, embed_words, pca_2d, pca_share, token_text
+from lifecycle.lessons import pca_sentence
 from ui.cache import inspected_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 
@@ -107,11 +108,7 @@ with stage_page("embeddings") as settings:
         left, right = st.container(), st.container()  # one under the other: each chart gets the full width
         with left:
             st.plotly_chart(pca_map(coords, labels, groups), key="embedding_pca", theme=None)
-            st.caption(
-                f"{len(points)} vectors of {dims} numbers flattened onto the two directions along which they "
-                "vary most (PCA). Distances are only approximate: most of the spread is in the other "
-                f"{dims - 2} directions."
-            )
+            st.caption(pca_sentence(len(points), dims, pca_share(points)))
         with right:
             similarity = cosine_similarity_matrix(word_vecs)
             st.plotly_chart(similarity_matrix(similarity, words), key="embedding_similarity", theme=None)

@@ -3,6 +3,8 @@
 import streamlit as st
 
 from charts.kv_cache import MIB, cache_growth, latency_chart, turns_chart
+from lifecycle.engine import shared_engine
+from lifecycle.lessons import cache_against_weights, prefill_in_ttft
 from lifecycle.kv_cache import CacheMeasurement, KVCacheShape, LatencyPoint, cache_report, latency_report
 from lifecycle.model import LoadedModel
 from lifecycle.multiturn import TurnUsage, replay_turns
@@ -94,11 +96,13 @@ with stage_page("kv-cache") as settings:
         f"Prefill runs all prompt tokens through the model at once, so its time grows with the prompt: "
         f"{short.prefill_seconds * 1000:,.0f} ms for {short.prompt_tokens} tokens, "
         f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {len(ids)} tokens: "
-        f"{mine.prefill_seconds * 1000:,.0f} ms). That is the time to first token. A decode step runs one new token against the cache: {short.decode_median * 1000:,.0f} ms after "
+        f"{mine.prefill_seconds * 1000:,.0f} ms). "
+        f"{prefill_in_ttft(answer.stream_metrics.ttft, answer.generation.prefill_seconds)} A decode step runs one new token against the cache: {short.decode_median * 1000:,.0f} ms after "
         f"{short.prompt_tokens} tokens, {long.decode_median * 1000:,.0f} ms after {long.prompt_tokens:,} "
         f"({long.decode_median / short.decode_median:,.1f}x, against {long.prefill_seconds / short.prefill_seconds:,.1f}x "
-        "for prefill). That is the inter-token latency: each step reads the whole cache, but that is a small part of "
-        "its work next to reading all the weights, whatever the prompt's length."
+        "for prefill). That is the inter-token latency. "
+        + cache_against_weights(len(ids), shape.bytes_per_token, shared_engine(loaded).stack.weight_bytes(),
+                                loaded.context_window)
     )
     st.plotly_chart(latency_chart([p.prompt_tokens for p in points], [p.prefill_seconds * 1000 for p in points],
                                   [p.decode_median * 1000 for p in points], len(ids)), key="kv_latency", theme=None)

@@ -6,6 +6,7 @@ import streamlit as st
 from charts.embeddings import quoted
 from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
+from lifecycle.lessons import probability_mass_sentence
 from lifecycle.vocabulary import show_token
 from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
@@ -28,7 +29,7 @@ with stage_page("next-token") as settings:
         f"After reading all {len(prepared.rendered.ids)} prompt tokens, the model's last position ends in "
         f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
         f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
-        f"Half of the probability sits in {f'the top {half:,} tokens' if half > 1 else 'that one token'}; the top "
+        f"{probability_mass_sentence(best.probability, half)}; the top "
         f"{ninety:,} hold 90%, and the other {vocab - ninety:,} share what is left. The entropy is "
         f"**{dist.entropy_bits:.2f} bits**: the model is as unsure as a fair choice among about "
         f"**{effective:,.1f}** equally likely tokens."

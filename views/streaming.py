@@ -12,8 +12,9 @@ import streamlit as st
 
 from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.engine import EngineFull
+from lifecycle.lessons import gaps_sentence, stream_gaps, ttft_sentence
 from lifecycle.server.completion import build_response, new_completion_id
-from lifecycle.stream import StreamEvent, assemble, frame_kind, stream_completion, stream_metrics
+from lifecycle.stream import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
 from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, show_text, stage_page
@@ -62,12 +63,13 @@ def _stamped(events: list[StreamEvent]) -> str:
 def _lesson(prepared, answer) -> None:
     m, events = answer.stream_metrics, answer.stream
     contents = sum(event_kind(e) == "content" for e in events)
+    made_of = ttft_sentence(m.ttft, answer.generation.prefill_seconds, answer.waited_seconds,
+                            len(prepared.rendered.ids))
     lesson(
         f"With `stream: true` the answer did not arrive as one JSON body but as **{len(events)} server-sent "
         f"events**, each a `data:` line sent the moment it existed: a role chunk at once, then **{contents} content "
         f"deltas**, a finish chunk{', a usage chunk' if prepared.input.include_usage else ''} and `data: [DONE]`. "
-        f"The first text reached the client after **{ms(m.ttft)}** (time to first token: mostly the prefill of "
-        f"{len(prepared.rendered.ids)} prompt tokens), then a new piece every **{ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
+        f"The first text reached the client after **{ms(m.ttft)}** ({made_of}), then a new piece every **{ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
         f"on average (**{m.tokens_per_second:,.1f} tokens/s**). A non-streaming client would have waited "
         f"**{ms(m.total_seconds)}** for anything at all."
     )
@@ -189,8 +191,8 @@ with stage_page("streaming") as settings:
     if len(events) > TABLE_EVENTS:
         st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")
     st.plotly_chart(inter_token_latency(answer.stream_metrics.inter_token), key="gaps", theme=None)
-    st.caption("Each gap is one decode step of the model (one token through all layers, with the KV cache) plus "
-               "the time to turn it into a frame. A gap can hold two tokens when a character spans both.")
+    content_at = [e.at for e in events if delta_content(e.data)]
+    st.caption(gaps_sentence(stream_gaps(content_at, answer.generation.steps)))
 
     st.subheader("On the wire", anchor=False)
     st.markdown("The raw response body, exactly as the client reads it: one `data:` line per event, a blank line "

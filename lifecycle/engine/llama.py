@@ -133,6 +133,11 @@ class LlamaStack:
         found = packed_matrices(matrices, store, weights_sha256)
         return {id(m): p for m, p in zip(matrices, found) if p is not None}
 
+    def weight_bytes(self) -> int:
+        """Bytes of weights one decode step reads: every matrix once, packed where it was packed."""
+        return sum(self.packed[id(m)].nbytes if id(m) in self.packed else m.numel() * m.element_size()
+                   for m in self.matrices())
+
     def cache_bytes(self, capacity: int) -> int:
         """Bytes of the keys and values of ``capacity`` positions (fp32)."""
         return 2 * self.layers * self.kv_heads * capacity * self.head_dim * self.embed.element_size()

@@ -1,0 +1,186 @@
+"""The sentences the pages state about one run, each chosen by the run's own numbers.
+
+A page that says "mostly", "half", "small next to" or "one per step" states a fact about this
+run; these functions take the numbers the fact is about and return the sentence that holds for
+them, saying what does hold where the usual lesson does not. They are pure (numbers in, text
+out, Markdown bold for the figures), so tests can put numbers on both sides of each threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Plain fractions a share is read as, nearest first; "about" when within this many points of one.
+FRACTIONS = (
+    (1 / 10, "a tenth"), (1 / 5, "a fifth"), (1 / 4, "a quarter"), (1 / 3, "a third"), (2 / 5, "two fifths"),
+    (1 / 2, "half"), (3 / 5, "three fifths"), (2 / 3, "two thirds"), (3 / 4, "three quarters"),
+    (4 / 5, "four fifths"), (9 / 10, "nine tenths"),
+)
+ABOUT = 0.025
+# A decode step's cache reads are "a small part" of its weight reads below this share.
+SMALL_SHARE = 0.2
+# Two frames this close together (seconds) arrived together; their steps ended further apart than
+# twice that gap when the reader delivered them late.
+TOGETHER_SECONDS = 0.002
+
+
+def _ms(seconds: float) -> str:
+    """A duration as the pages write it: "237.3 ms"."""
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def share_in_words(share: float) -> str:
+    """A share (0..1) in words: "about half" only near 50%, "nearly all" near 100%, else the nearest fraction."""
+    if share >= 0.97:
+        return "nearly all"
+    if share < 0.075:
+        return "almost none"
+    value, words = min(FRACTIONS, key=lambda f: abs(f[0] - share))
+    if abs(value - share) <= ABOUT:
+        return f"about {words}"
+    return f"more than {words}" if share > value else f"less than {words}"
+
+
+def ttft_sentence(ttft: float, prefill: float, waited: float, prompt_tokens: int) -> str:
+    """What the time to first token was made of: "mostly the prefill" only when the prefill is over half of it."""
+    if ttft <= 0:
+        return "time to first token"
+    share = prefill / ttft
+    if share > 0.5:
+        return f"time to first token: mostly the prefill of {prompt_tokens} prompt tokens, {_ms(prefill)} ({share:.0%})"
+    rest = max(0.0, ttft - prefill - waited)
+    parts = []
+    if waited >= 0.001:
+        parts.append(f"{_ms(waited)} waiting for the engine")
+    parts.append(f"{_ms(rest)} choosing the first token and sending it")
+    return (f"time to first token; the prefill of {prompt_tokens} prompt tokens was only {_ms(prefill)} of it "
+            f"({share:.0%}), the rest {' and '.join(parts)}")
+
+
+def probability_mass_sentence(top_probability: float, tokens_for_half: int) -> str:
+    """Where half of the next-token probability sits: in the top token only when it holds half or more."""
+    if tokens_for_half > 1:
+        return f"Half of the probability sits in the top {tokens_for_half:,} tokens"
+    words = share_in_words(top_probability)
+    return f"{words[0].upper()}{words[1:]} of the probability ({top_probability:.1%}) sits in that one token"
+
+
+def prefill_in_ttft(ttft: float, prefill: float) -> str:
+    """The prefill as the model's part of this run's time to first token, with its real share."""
+    if ttft <= 0:
+        return "The prefill is the model's part of the time to first token."
+    share = prefill / ttft
+    rest = "" if share > 0.5 else " (the rest was waiting and delivery, see Streaming)"
+    return (f"The prefill is the model's part of the time to first token: this run's answer had its first token "
+            f"after **{_ms(ttft)}**, of which its prefill took {_ms(prefill)}, {share_in_words(share)}{rest}.")
+
+
+def crossover_tokens(weight_bytes: int, cache_bytes_per_token: int) -> int:
+    """The prompt length from which a decode step reads more cache than weights."""
+    return math.ceil(weight_bytes / cache_bytes_per_token)
+
+
+def cache_against_weights(positions: int, cache_bytes_per_token: int, weight_bytes: int, window: int) -> str:
+    """What a decode step reads at ``positions``: the whole cache and all the weights, compared by bytes."""
+    cache = positions * cache_bytes_per_token
+    cross = crossover_tokens(weight_bytes, cache_bytes_per_token)
+    share = cache / weight_bytes
+    past = (f"the cache passes the weights at about **{cross:,} tokens**" if cross <= window else
+            f"even the full {window:,}-token window's cache stays below them (it would pass them at {cross:,})")
+    compared = (f"at this prompt's {positions:,} positions the cache is **{mib(cache)}** against **{mib(weight_bytes)}** "
+                f"of weights read per step ({share:.0%})")
+    if cache >= weight_bytes:
+        return (f"Each step reads the whole cache as well as all the weights, and {compared}: past about "
+                f"{cross:,} tokens reading the cache is the bigger part of every decode step.")
+    size = "a small part of its work" if share < SMALL_SHARE else "already a sizeable part of its work"
+    return (f"Each step reads the whole cache as well as all the weights: {compared}, {size}. The cache grows "
+            f"by {cache_bytes_per_token / 1024:,.1f} KiB per token and {past}; from there on reading the cache "
+            "is most of what a step reads.")
+
+
+def mib(count: int) -> str:
+    return f"{count / 2**20:,.1f} MiB"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """The gap before one content frame: on the wire, between the decode steps behind it, and how many tokens it carries."""
+
+    seconds: float  # between this frame and the previous content frame
+    step_seconds: float  # between the ends of the decode steps that made them
+    tokens: int  # tokens the frame carries (more than one when some were held back)
+    held_character: bool  # the earlier of them were held as an unfinished character
+
+    @property
+    def delivered_together(self) -> bool:
+        """The frame left right after the previous one although its step ended later: delivered in a batch."""
+        return self.seconds < TOGETHER_SECONDS and self.step_seconds > 2 * TOGETHER_SECONDS
+
+
+def stream_gaps(content_at: Sequence[float], steps: Sequence) -> list[Gap] | None:
+    """The gaps between content frames, each beside the time between the decode steps behind its two frames.
+
+    ``steps`` are the generation's steps (``seconds`` from the previous step's end to this one's,
+    ``delta`` the text it released, ``held`` an unfinished character's bytes). One content frame
+    leaves per step that released text; None when the frames do not match the steps that way.
+    """
+    releasing = [i for i, step in enumerate(steps) if step.delta]
+    if len(releasing) != len(content_at):
+        return None
+    gaps = []
+    for n in range(1, len(releasing)):
+        behind = steps[releasing[n - 1] + 1:releasing[n] + 1]
+        gaps.append(Gap(
+            seconds=content_at[n] - content_at[n - 1],
+            step_seconds=sum(step.seconds for step in behind),
+            tokens=len(behind),
+            held_character=any(step.held for step in behind[:-1]),
+        ))
+    return gaps
+
+
+def gaps_sentence(gaps: list[Gap] | None) -> str:
+    """What the gaps between tokens were in this run: one decode step each, or what else happened."""
+    base = ("Each gap is one decode step of the model (one token through all layers, with the KV cache) plus the "
+            "time to turn it into a frame")
+    if not gaps:
+        return base + "."
+    together = [g for g in gaps if g.delivered_together]
+    multi = [g for g in gaps if g.tokens > 1]
+    if not together and not multi:
+        return base + f": here all {len(gaps)} gaps were one step each."
+    text = base + ", when the frame leaves as soon as its step ends."
+    if multi:
+        characters = sum(g.held_character for g in multi)
+        why = ("a character spans them, and its frame waits for its last byte" if characters == len(multi) else
+               "their text was held back (an unfinished character, or text that might begin a stop sequence)")
+        text += (f" {len(multi)} frame{'s' if len(multi) > 1 else ''} carried more than one token, so "
+                 f"{'their gaps' if len(multi) > 1 else 'its gap'} spanned several steps: {why}.")
+    if together:
+        worst = max(together, key=lambda g: g.step_seconds)
+        text += (f" {len(together)} frame{'s' if len(together) > 1 else ''} left less than "
+                 f"{TOGETHER_SECONDS * 1000:.0f} ms after the previous one although their decode steps ended up to "
+                 f"{_ms(worst.step_seconds)} apart: the tokens were made one per step, but the server's reader "
+                 "picked them up late and sent them together (delivery batching), so the gap before was longer.")
+    return text
+
+
+def pca_sentence(vectors: int, dims: int, top_two_share: float) -> str:
+    """How much of the vectors' spread the two PCA directions show, and how many directions hold the rest."""
+    rest = max(0, min(vectors - 1, dims) - 2)
+    shown = (f"{vectors} vectors of {dims} numbers flattened onto the two directions along which they vary most "
+             f"(PCA), which hold {top_two_share:.1%} of their spread.")
+    if rest == 0:
+        return shown + " With so few vectors these two directions hold all of it: the map is exact."
+    where = "most of the spread" if top_two_share < 0.5 else "the rest of the spread"
+    return (shown + f" Distances are only approximate: {where} is in the other {rest:,} direction"
+            f"{'s' if rest > 1 else ''} ({vectors} points span at most {min(vectors - 1, dims):,}).")
+
+
+def window_sentence(model_name: str, trained_positions: int) -> str:
+    """What the trained window means: attention past it is possible, quality is not."""
+    return (f"{model_name} was trained on up to {trained_positions:,} positions. Its attention can reach past them "
+            "(nothing in the arithmetic stops it), but the answers get worse beyond what it was trained on, so this "
+            f"app, like an API, refuses a request that needs more than {trained_positions:,}")

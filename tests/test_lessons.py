@@ -1,0 +1,130 @@
+"""The pages' run-dependent sentences: each one checked with numbers on both sides of its threshold."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from lifecycle.lessons import (
+    Gap,
+    cache_against_weights,
+    crossover_tokens,
+    gaps_sentence,
+    pca_sentence,
+    prefill_in_ttft,
+    probability_mass_sentence,
+    share_in_words,
+    stream_gaps,
+    ttft_sentence,
+    window_sentence,
+)
+
+
+def test_a_share_is_half_only_near_half():
+    assert share_in_words(0.5) == "about half"
+    assert share_in_words(0.51) == "about half"
+    assert "half" not in share_in_words(0.609)
+    assert share_in_words(0.609) == "about three fifths"
+    assert share_in_words(0.886) == "about nine tenths"
+    assert share_in_words(0.34) == "about a third"
+    assert share_in_words(0.56) == "less than three fifths"
+    assert share_in_words(0.99) == "nearly all"
+    assert share_in_words(0.01) == "almost none"
+
+
+def test_ttft_is_mostly_the_prefill_only_above_half():
+    above = ttft_sentence(ttft=0.200, prefill=0.150, waited=0.010, prompt_tokens=37)
+    assert "mostly the prefill of 37 prompt tokens" in above and "150.0 ms" in above and "75%" in above
+    # The issue's run: 698.3 ms to the first token, 237.3 ms of prefill, 450 ms in the engine's queue.
+    below = ttft_sentence(ttft=0.6983, prefill=0.2373, waited=0.450, prompt_tokens=37)
+    assert "mostly" not in below
+    assert "only 237.3 ms" in below and "(34%)" in below
+    assert "450.0 ms waiting for the engine" in below
+    assert "11.0 ms choosing the first token" in below  # 698.3 - 237.3 - 450.0
+    exactly_half = ttft_sentence(ttft=0.2, prefill=0.1, waited=0.0, prompt_tokens=5)
+    assert "mostly" not in exactly_half and "waiting" not in exactly_half and "100.0 ms choosing" in exactly_half
+
+
+def test_prefill_in_ttft_states_this_runs_share():
+    low = prefill_in_ttft(0.6983, 0.2373)
+    assert "698.3 ms" in low and "237.3 ms" in low and "about a third" in low and "the rest was waiting" in low
+    high = prefill_in_ttft(0.150, 0.120)
+    assert "about four fifths" in high and "the rest" not in high
+
+
+def test_probability_mass_names_the_top_tokens_real_share():
+    assert probability_mass_sentence(0.609, 1) == "About three fifths of the probability (60.9%) sits in that one token"
+    assert probability_mass_sentence(0.886, 1).startswith("About nine tenths of the probability (88.6%)")
+    assert probability_mass_sentence(0.50, 1).startswith("About half of the probability (50.0%)")
+    assert probability_mass_sentence(0.31, 4) == "Half of the probability sits in the top 4 tokens"
+
+
+# SmolLM2-135M: 30 layers x 3 KV heads x 64 x 2 x 4 bytes per position; ~111.5 MB of packed weights a step.
+PER_TOKEN = 30 * 3 * 64 * 2 * 4
+WEIGHTS = 111_476_736
+
+
+def test_crossover_is_weights_over_cache_per_token():
+    assert crossover_tokens(WEIGHTS, PER_TOKEN) == 2420
+    assert crossover_tokens(PER_TOKEN * 10, PER_TOKEN) == 10
+    assert crossover_tokens(PER_TOKEN * 10 + 1, PER_TOKEN) == 11
+
+
+def test_cache_against_weights_flips_at_the_crossover():
+    short = cache_against_weights(37, PER_TOKEN, WEIGHTS, 8192)
+    assert "a small part of its work" in short and "(2%)" in short and "about **2,420 tokens**" in short
+    middle = cache_against_weights(1000, PER_TOKEN, WEIGHTS, 8192)
+    assert "sizeable part" in middle and "(41%)" in middle
+    long = cache_against_weights(2500, PER_TOKEN, WEIGHTS, 8192)
+    assert "small" not in long and "bigger part of every decode step" in long and "(103%)" in long
+    never = cache_against_weights(37, PER_TOKEN, WEIGHTS, 1024)
+    assert "even the full 1,024-token window's cache stays below them" in never
+
+
+def _step(seconds, delta, held=b""):
+    return SimpleNamespace(seconds=seconds, delta=delta, held=held)
+
+
+def test_stream_gaps_pair_each_frame_with_the_steps_behind_it():
+    steps = [_step(0.002, "The"), _step(0.050, ""), _step(0.045, " é", b""), _step(0.040, "")]
+    steps[1].held = b"\xc3"
+    (gap,) = stream_gaps([0.300, 0.396], steps)
+    assert gap.seconds == pytest.approx(0.096) and gap.step_seconds == pytest.approx(0.095)
+    assert gap.tokens == 2 and gap.held_character
+    assert stream_gaps([0.3], steps) is None  # two frames released text, only one time given
+
+
+def test_gaps_sentence_says_one_step_only_when_it_was():
+    even = [Gap(0.045, 0.044, 1, False), Gap(0.050, 0.051, 1, False)]
+    assert gaps_sentence(even).endswith("here all 2 gaps were one step each.")
+    # The issue's sky prompt: " answer" and " to" 0 ms apart after 118.8 ms; their steps 52.9, 42.3 and 46.9 ms.
+    batched = [Gap(0.1188, 0.0529 + 0.0423, 1, False), Gap(0.0, 0.0469, 1, False)]
+    text = gaps_sentence(batched)
+    assert "delivery batching" in text and "46.9 ms apart" in text and "one step each" not in text
+    assert "character" not in text
+    character = [Gap(0.095, 0.095, 2, True)]
+    text = gaps_sentence(character)
+    assert "1 frame carried more than one token" in text and "a character spans them" in text
+    assert "batching" not in text
+    held_for_stop = [Gap(0.095, 0.095, 2, False)]
+    assert "stop sequence" in gaps_sentence(held_for_stop)
+
+
+def test_a_frame_is_delivered_together_only_when_its_step_ended_later():
+    assert Gap(0.0005, 0.040, 1, False).delivered_together
+    assert not Gap(0.0005, 0.001, 1, False).delivered_together  # the steps themselves were that close
+    assert not Gap(0.030, 0.040, 1, False).delivered_together
+
+
+def test_pca_directions_are_bounded_by_the_number_of_vectors():
+    few = pca_sentence(13, 576, 0.447)
+    assert "other 10 directions" in few and "44.7%" in few and "most of the spread" in few
+    assert "574" not in few
+    many = pca_sentence(600, 576, 0.62)
+    assert "other 574 directions" in many and "the rest of the spread" in many and "most of" not in many
+    three = pca_sentence(3, 576, 1.0)
+    assert "exact" in three and "other" not in three
+
+
+def test_the_window_sentence_does_not_claim_attention_stops():
+    text = window_sentence("SmolLM2-135M-Instruct", 8192)
+    assert "8,192" in text and "cannot" not in text and "can reach past" in text and "worse" in text
