@@ -8,12 +8,12 @@ import plotly.graph_objects as go
 
 from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title, wrap_label
 
-# One colour per phase of ui/stages.py; the app's own inspection pass is grey: not part of a real call.
+# One colour per phase of ui/stages.py; time spent waiting for the engine is grey: no stage ran for this call.
 PHASE_COLOURS = {
     "The client and the API": OKABE_ITO[0],
     "Inside the model": OKABE_ITO[1],
     "Back to the client": OKABE_ITO[2],
-    "Extra: this app only": MUTED,
+    "Waiting for the engine": MUTED,
 }
 
 

@@ -73,6 +73,7 @@ class GenerationStep:
     grammar_allowed: int | None = None
     logprob: float = 0.0
     top_logprobs: list[TokenLogprob] = field(default_factory=list)
+    made_at: float = 0.0  # time.perf_counter() when its token was chosen (set by whoever makes the step)
 
 
 @dataclass
@@ -199,8 +200,9 @@ def generate_steps(
     sampling, stop strings and forced tokens run in its step callable. The last step carries
     ``finished``. ``cancelled`` is checked between prefill chunks and after every token; if it is
     already true before the prefill nothing is yielded. Closing the generator cancels the request.
-    ``timings`` (optional) receives "prefill_seconds", "waited_seconds" (in the engine's queue) and
-    "cached_tokens" (prompt tokens served by the prefix cache) once the prompt has run.
+    ``timings`` (optional) receives "prefill_seconds", "waited_seconds" (in the engine's queue),
+    "cached_tokens" (prompt tokens served by the prefix cache), "ahead" (labels of the requests in
+    the engine when it arrived) and "jobs_ahead" (exclusive jobs queued then) once the prompt has run.
     ``constraint`` (a lifecycle.grammar.GrammarConstraint, fresh for this generation) restricts
     every step to the tokens its grammar allows.
     """
@@ -241,7 +243,7 @@ def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings,
         step = _record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started)
         step.grammar_allowed = int(np.count_nonzero(allowed)) if allowed is not None else None
         records.put(step)
-        clock["index"], clock["last"] = index + 1, time.perf_counter()
+        clock["index"], clock["last"] = index + 1, step.made_at  # the next step's time starts where this one ended
         return None if finished else token_id
 
     if cancelled():
@@ -292,6 +294,8 @@ def _fill_timings(timings: dict | None, handle) -> None:
         timings["prefill_seconds"] = handle.prefill_seconds
         timings["waited_seconds"] = handle.waited_seconds
         timings["cached_tokens"] = handle.cached_tokens
+        timings["ahead"] = handle.ahead
+        timings["jobs_ahead"] = handle.jobs_ahead
 
 
 def _advance(detokenizer: IncrementalDetokenizer, stop_text: _StopText, token_id: int, eos) -> tuple[str, str | None]:
@@ -305,7 +309,7 @@ def _advance(detokenizer: IncrementalDetokenizer, stop_text: _StopText, token_id
 
 def _record(index, token_id, distribution, vocabulary, forced, finished, delta, held, started) -> GenerationStep:
     data = vocabulary.of(token_id)
-    return GenerationStep(
+    step = GenerationStep(
         index=index,
         token_id=token_id,
         text=token_display(data),
@@ -321,6 +325,8 @@ def _record(index, token_id, distribution, vocabulary, forced, finished, delta, 
         logprob=_logprob(distribution.base_probs[token_id]),
         top_logprobs=top_logprobs(distribution.base_probs, vocabulary),
     )
+    step.made_at = started + step.seconds
+    return step
 
 
 def _logprob(probability: float) -> float:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lifecycle.call_timeline import Span, call_spans
 from lifecycle.context import (
     CONTEXT_WINDOWS,
     ContextBudget,
@@ -140,6 +141,9 @@ class Answer:
     timings: list[StageTiming]
     waited_seconds: float = 0.0
     cached_tokens: int = 0
+    call: list[Span] = field(default_factory=list)  # where the call's time went, on the stream's clock
+    ahead: tuple[str, ...] = ()  # labels of the engine requests already there when it arrived
+    jobs_ahead: int = 0  # exclusive engine jobs (inspection passes, measurements) queued when it arrived
 
 
 @dataclass
@@ -161,7 +165,10 @@ class Journey:
     detokenized: list[DetokenizedStep]
     response: dict
     timings: list[StageTiming] = field(default_factory=list)
-    waited_seconds: float = 0.0  # this prompt's time in the engine's queue (inspection pass + generation)
+    waited_seconds: float = 0.0  # the generation's time in the engine's queue, as an API call of it would wait
+    call: list[Span] = field(default_factory=list)  # the generation's spans (lifecycle.call_timeline)
+    ahead: tuple[str, ...] = ()  # what the engine held when the generation arrived
+    jobs_ahead: int = 0
 
     @property
     def total_seconds(self) -> float:
@@ -189,7 +196,10 @@ class Journey:
             detokenized=answer.detokenized,
             response=answer.response,
             timings=[*prepared.timings, inspection_timing, *answer.timings],
-            waited_seconds=inspection.waited_seconds + answer.waited_seconds,
+            waited_seconds=answer.waited_seconds,
+            call=answer.call,
+            ahead=answer.ahead,
+            jobs_ahead=answer.jobs_ahead,
         )
 
 
@@ -361,6 +371,9 @@ def answer(
         timings=timings + clock.timings,
         waited_seconds=float(step_timings.get("waited_seconds", 0.0)),
         cached_tokens=int(step_timings.get("cached_tokens", 0)),
+        call=call_spans(started, prefill, steps, events[-1].at),
+        ahead=tuple(step_timings.get("ahead", ())),
+        jobs_ahead=int(step_timings.get("jobs_ahead", 0)),
     )
 
 
@@ -369,7 +382,8 @@ def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey
     loaded = loaded or shared_model()
     prepared = prepare(inp, loaded.name)
     check_runnable(prepared, loaded)
-    return Journey.of(prepared, inspect_prompt(prepared, loaded), answer(prepared, loaded))
+    generated = answer(prepared, loaded)  # first, so the inspection pass never delays it
+    return Journey.of(prepared, inspect_prompt(prepared, loaded), generated)
 
 
 def journey_request(inp: JourneyInput, model: str | None = None) -> ChatRequest:

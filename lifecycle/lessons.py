@@ -9,6 +9,7 @@ out, Markdown bold for the figures), so tests can put numbers on both sides of e
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -184,3 +185,23 @@ def window_sentence(model_name: str, trained_positions: int) -> str:
     return (f"{model_name} was trained on up to {trained_positions:,} positions. Its attention can reach past them "
             "(nothing in the arithmetic stops it), but the answers get worse beyond what it was trained on, so this "
             f"app, like an API, refuses a request that needs more than {trained_positions:,}")
+
+
+def engine_wait_sentence(waited: float, ahead: Sequence[str], jobs_ahead: int) -> str:
+    """What the generation waited for in the engine: what was there when it arrived, never a guess."""
+    if waited < 0.001:
+        return ("The engine started on this prompt at once: nothing was ahead of it. With a whole class at the same "
+                "moment, prompts wait for a place in the engine's batch (see Live calls).")
+    held = [f"{count} {label} request{'s' if count > 1 else ''}" for label, count in Counter(ahead).most_common()]
+    if jobs_ahead:
+        held.append(f"{jobs_ahead} exclusive job{'s' if jobs_ahead > 1 else ''} (an inspection pass or a measurement "
+                    "another page runs)")
+    if not held:
+        return (f"This prompt waited **{_ms(waited)}** for the engine's thread to take it up; nothing else was in "
+                "the engine when it arrived.")
+    return (f"This prompt **waited {_ms(waited)} for the engine** before the model started on it: when it arrived the "
+            f"engine already held {_and(held)} (see Live calls).")
+
+
+def _and(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]

@@ -7,7 +7,9 @@ Pages, the warm endpoint and anything else in the server process share one ``Jou
 - ``start_prefill(inp)``: the engine's prefill for the next-token distribution (Next token,
   Sampling), batched with everyone's work; keyed by the rendered prompt's ids alone;
 - ``inspection(inp)``: the inspection pass (attention, logit lens), keyed by the rendered prompt's
-  ids alone, so changing the temperature does not run it again;
+  ids alone, so changing the temperature does not run it again. It is an extra of this app, so it
+  starts only once this prompt's generation (if one is running) has finished: the generation's
+  times are what a plain API call of the same request gets;
 - ``answer(inp)``: the generation, started in the background and returned at once as a ``Pending``
   whose ``progress`` lists the tokens generated so far; keyed by the ids and the generation
   settings;
@@ -22,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from concurrent import futures
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -101,11 +104,19 @@ class JourneyResults:
         return self.cache.start(key, compute)
 
     def start_inspection(self, inp: JourneyInput) -> Pending:
-        """The inspection pass for ``inp``, started in the background unless already there."""
+        """The inspection pass for ``inp``, started in the background unless already there; after this
+        prompt's generation when one is running, so the pass never delays it."""
         prepared = self.prepared(inp)
         check_runnable(prepared, self.loaded)
         key = ("inspect", self.loaded.name, tuple(prepared.rendered.ids))
-        return self.cache.start(key, lambda _report: inspect_prompt(prepared, self.loaded))
+        generation = self.peek_answer(inp)
+
+        def compute(_report) -> Inspection:
+            if generation is not None:
+                futures.wait([generation], timeout=max(0.0, generation.deadline - time.monotonic()))
+            return inspect_prompt(prepared, self.loaded)
+
+        return self.cache.start(key, compute)
 
     def inspection(self, inp: JourneyInput) -> Inspection:
         return self.start_inspection(inp).result()
@@ -136,9 +147,10 @@ class JourneyResults:
         return self.cache.peek(self.answer_key(inp))
 
     def journey(self, inp: JourneyInput, label: str = "page") -> Journey:
-        """Every stage for ``inp``; the inspection pass and the generation run side by side."""
+        """Every stage for ``inp``: the generation first, the inspection pass once it has finished."""
         prepared = self.prepared(inp)
-        inspection, generation = self.start_inspection(inp), self.answer(inp, label)
+        generation = self.answer(inp, label)
+        inspection = self.start_inspection(inp)
         return Journey.of(prepared, inspection.result(), generation.result())
 
     def warm(self, inp: JourneyInput) -> Journey:

@@ -6,7 +6,7 @@ from charts.theme import MUTED, axis_title
 
 def test_phases_colour_each_bar_and_add_one_legend_entry_per_phase():
     durations = [("request", 0.0001), ("inspection pass", 0.3), ("prefill", 0.2), ("decode 1", 0.05)]
-    phases = ["The client and the API", "Extra: this app only", "Inside the model", "Back to the client"]
+    phases = ["The client and the API", "Waiting for the engine", "Inside the model", "Back to the client"]
     figure = latency_waterfall(durations, phases)
     bar = figure.data[0]
     assert list(bar.y) == [name for name, _ in durations]

@@ -94,9 +94,10 @@ def cached_journey(settings: JourneySettings) -> Journey:
     results = journey_results()
     inp = settings.journey_input()
     prepared = results.prepared(inp)
-    inspection = results.start_inspection(inp)
-    generation = results.answer(inp)  # both start now: the engine runs them side by side
-    return Journey.of(prepared, _inspection(inspection), _answer(generation, inp))
+    generation = results.answer(inp)
+    inspection = results.start_inspection(inp)  # once the generation has finished: it never delays it
+    answer = _answer(generation, inp)  # its tokens show as they arrive, then the pass's spinner
+    return Journey.of(prepared, _inspection(inspection), answer)
 
 
 def _inspection(pending: Pending) -> Inspection:

@@ -3,7 +3,9 @@
 import streamlit as st
 
 from charts.journey import latency_waterfall
+from lifecycle.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.errors import LifecycleError
+from lifecycle.lessons import engine_wait_sentence
 from lifecycle.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey
@@ -13,27 +15,22 @@ from ui.settings import DEFAULT_PROMPT, WRONG_DRAW, current_settings
 from ui.stages import HOME, PHASES, STAGES
 from ui.text import literal, ms
 
-INSPECTION = "Extra: this app only"
-
 DECODE_BARS = 24  # decode steps drawn one by one; the rest are folded into one bar
 
 
 def _phase(stage: str) -> str:
-    if stage == "request":
-        return "The client and the API"
-    if stage == "inspection pass":
-        return INSPECTION
-    if stage.startswith("decode") or stage == "detokenization":
+    if stage == WAIT:
+        return "Waiting for the engine"
+    if stage.startswith("decode") or stage == LAST_FRAMES:
         return "Back to the client"
     return "Inside the model"
 
 
-def _bars(timings) -> tuple[list[tuple[str, float]], list[str], int]:
-    """(label, seconds) bars in order, their phases, and how many decode steps were folded into one bar."""
-    shown = [t for t in timings if not (t.stage.startswith("decode ") and int(t.stage.split()[1]) > DECODE_BARS)]
-    folded = [t.seconds for t in timings if t not in shown]
-    bars = [("inspection pass (extra)" if t.stage == "inspection pass" else t.stage, t.seconds)
-            for t in shown]
+def _bars(spans) -> tuple[list[tuple[str, float]], list[str], int]:
+    """(label, seconds) bars of the call in order, their phases, and how many decode steps were folded into one bar."""
+    shown = [t for t in spans if not (t.stage.startswith("decode ") and int(t.stage.split()[1]) > DECODE_BARS)]
+    folded = [t.seconds for t in spans if t not in shown]
+    bars = [(t.stage, t.seconds) for t in shown]
     phases = [_phase(t.stage) for t in shown]
     if folded:
         at = max(i for i, t in enumerate(shown) if t.stage.startswith("decode ")) + 1
@@ -73,27 +70,18 @@ def _stage_lines(journey, model) -> dict[str, str]:
 
 def _lesson(journey) -> None:
     time = {t.stage: t.seconds for t in journey.timings}
-    total = journey.total_seconds
     model_time = journey.generation.prefill_seconds + journey.generation.decode_seconds
     lesson(
-        f"Your prompt went through every stage in **{ms(total)}** on this machine's CPU. Building the request, "
-        f"tokenizing ({ms(time['tokenization'])}), applying the chat template and detokenizing took "
-        f"milliseconds; the model's own work — the prefill of {len(journey.rendered.ids)} prompt tokens and "
-        f"{len(journey.generation.steps)} decode steps — took **{ms(model_time)}**. This app also runs one "
-        f"**inspection pass** ({ms(time['inspection pass'])}) to capture attention for its pages; a normal API call "
-        "skips it. Every page follows **the same prompt** through one stage; the sidebar sets it once and the "
-        "URL carries it, so a copied link reopens the same page with the same prompt."
+        f"Your prompt's call took **{ms(journey.call[-1].end)}** on this machine's CPU, from the server starting "
+        "on it to the last server-sent event (the Streaming page's clock). Building the request, "
+        f"tokenizing ({ms(time['tokenization'])}) and applying the chat template took milliseconds before that, "
+        f"detokenizing ({ms(time['detokenization'])}) after; the model's own work — the prefill of "
+        f"{len(journey.rendered.ids)} prompt tokens and {len(journey.generation.steps)} decode steps — took "
+        f"**{ms(model_time)}**. This app also runs one **inspection pass** ({ms(time['inspection pass'])}) to "
+        "capture attention for its pages; a normal API call skips it, so it starts only once the generation has "
+        "finished and is not part of the call's times. Every page follows **the same prompt** through one stage; "
+        "the sidebar sets it once and the URL carries it, so a copied link reopens the same page with the same prompt."
     )
-
-
-def _engine_wait(journey) -> str:
-    """How long this prompt waited for the shared engine (busy with other people's requests)."""
-    waited = journey.waited_seconds
-    if waited < 0.001:
-        return ("The engine started on this prompt at once: no other request was ahead of it. With a whole "
-                "class at the same moment, prompts wait for a place in the engine's batch (see Live calls).")
-    return (f"This prompt **waited {ms(waited)} for the engine** before the model started on it: the one engine "
-            "runs every model call in this server, batched, and was busy with other requests (see Live calls).")
 
 
 def _small_model_note(model) -> None:
@@ -129,7 +117,7 @@ except (LifecycleError, ModelLoadError) as error:
 
 if journey is not None:
     _lesson(journey)
-    st.markdown(_engine_wait(journey))
+    st.markdown(engine_wait_sentence(journey.waited_seconds, journey.ahead, journey.jobs_ahead))
     st.caption(
         f"Model: {model.name}, {model.num_layers} layers, {model.num_heads} attention heads, "
         f"{model.vocab_size:,} tokens in its vocabulary, a context window of {model.context_window:,} "
@@ -151,15 +139,16 @@ for row in (phases[:3], phases[3:]):
 if journey is not None:
     _small_model_note(model)  # after the map, so the map is the first screen on a projector
     st.subheader("Where the latency lives", anchor=False)
-    bars, phases, folded = _bars(journey.timings)
+    bars, phases, folded = _bars(journey.call)
     st.plotly_chart(latency_waterfall(bars, phases), key="waterfall", theme=None)
     if folded:
         st.caption(f"Decode steps {DECODE_BARS + 1}–{DECODE_BARS + folded} ({folded} steps) are drawn as one bar.")
     st.caption(
-        "Each bar starts where the previous stage ended. The grey bar is the extra inspection pass this app runs "
-        "for its attention and logit-lens views; a real API call does not have it. Decode 1 only samples from the "
-        "prefill's logits; every later step runs the model on one new token. The gateway runs no model and is not "
-        "timed here."
+        f"Each bar starts where the previous one ended, on the stream's clock: from the server asking the engine for "
+        f"the prompt to the last event at {ms(journey.call[-1].end)}, the last \"At\" on the Streaming page. Decode 1 "
+        "only samples from the prefill's logits; every later step runs the model on one new token. The request, "
+        "tokenization and chat template ran before this clock started; the gateway runs no model and is not timed "
+        "here; the app's inspection pass is not part of the call and is not drawn."
     )
 
 stage_link(STAGES[0], f"Next: {STAGES[0].title}", ":material/arrow_forward:")

@@ -156,6 +156,7 @@ class _StepReader:
                 base_probability=probability,
                 logprob=logprob,
                 top_logprobs=[TokenLogprob(self.ids.get(b, -1), b, lp) for b, lp in ranked],
+                made_at=now,
             ))
             self.count += 1
 

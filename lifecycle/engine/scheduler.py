@@ -125,6 +125,10 @@ class EngineHandle:
         self.cached_tokens = 0
         self.generated = 0
         self.phase = "waiting"
+        # What was in the engine when it arrived: the labels of the requests running or waiting, and
+        # how many exclusive jobs (inspection passes, measurements) were queued or running.
+        self.ahead: tuple[str, ...] = ()
+        self.jobs_ahead = 0
         self._cancel = threading.Event()
 
     def cancel(self) -> None:
@@ -275,6 +279,9 @@ class Engine:
                 raise EngineFull(waiting, self.retry_after(waiting))
             self._note_arrival()
             handle = EngineHandle(next(self._ids), request, self)
+            handle.ahead = tuple(a.handle.request.label for a in self._running) + tuple(
+                h.request.label for h in self._waiting)
+            handle.jobs_ahead = len(self._jobs)
             self._waiting.append(handle)
             self._cond.notify_all()
         return handle

@@ -48,12 +48,12 @@ def test_every_stage_has_a_link_and_a_line_with_this_runs_figures(home):
     assert f"{1 + MAX_TOKENS + 3} SSE events (with a usage chunk)" in captions
 
 
-def test_waterfall_has_every_stage_in_order_and_matches_the_lines(home):
+def test_waterfall_is_the_calls_own_clock_and_matches_the_lines(home):
     spec = _waterfall(home)
     bar = spec["data"][0]
     stages = [label.replace("<br>", " ") for label in bar["y"]]  # long names are drawn on two lines
-    assert stages == ["request", "tokenization", "chat template", "inspection pass (extra)",
-                      "prefill", *[f"decode {i}" for i in range(1, MAX_TOKENS + 1)], "detokenization"]
+    assert stages == ["waiting for the engine", "prefill", *[f"decode {i}" for i in range(1, MAX_TOKENS + 1)],
+                      "last frames"]
     widths = dict(zip(stages, bar["x"]))
     assert bar["base"] == pytest.approx([sum(bar["x"][:i]) for i in range(len(bar["x"]))])
     captions = _captions(home)
@@ -62,5 +62,8 @@ def test_waterfall_has_every_stage_in_order_and_matches_the_lines(home):
     mean = _ms(re.search(r"Decode: \d+ tokens, ([\d,.]+) (ms|s) each", captions))
     decode = [widths[f"decode {i}"] for i in range(1, MAX_TOKENS + 1)]
     assert sum(decode) / MAX_TOKENS == pytest.approx(mean, abs=0.05, rel=0.01)
-    assert [t["name"] for t in spec["data"][1:]] == [
-        "The client and the API", "Inside the model", "Extra: this app only", "Back to the client"]
+    # The bars end at the stream's last event, the total the lesson states.
+    total = _ms(re.search(r"call took \*\*([\d,.]+) (ms|s)\*\*", " ".join(m.value for m in home.markdown)))
+    assert sum(bar["x"]) == pytest.approx(total, abs=0.06)
+    assert "inspection" not in " ".join(stages)
+    assert [t["name"] for t in spec["data"][1:]] == ["Waiting for the engine", "Inside the model", "Back to the client"]
