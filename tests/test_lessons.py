@@ -8,6 +8,7 @@ from lifecycle.lessons import (
     Gap,
     cache_against_weights,
     crossover_tokens,
+    engine_wait_sentence,
     gaps_sentence,
     pca_sentence,
     prefill_in_ttft,
@@ -128,3 +129,13 @@ def test_pca_directions_are_bounded_by_the_number_of_vectors():
 def test_the_window_sentence_does_not_claim_attention_stops():
     text = window_sentence("SmolLM2-135M-Instruct", 8192)
     assert "8,192" in text and "cannot" not in text and "can reach past" in text and "worse" in text
+
+
+def test_the_engine_wait_says_what_was_there():
+    assert "at once" in engine_wait_sentence(0.0004, (), 0)
+    alone = engine_wait_sentence(0.004, (), 0)
+    assert "4.0 ms" in alone and "nothing else was in the engine" in alone and "other requests" not in alone
+    busy = engine_wait_sentence(0.5963, ("page", "api", "page"), 1)
+    assert "596.3 ms" in busy and "2 page requests, 1 api request and 1 exclusive job" in busy
+    job = engine_wait_sentence(0.45, (), 1)
+    assert "1 exclusive job (an inspection pass" in job and "request" not in job.split("held")[1]

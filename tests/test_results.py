@@ -3,6 +3,7 @@
 import threading
 
 import numpy as np
+import pytest
 
 from lifecycle.journey import JourneyInput, run_journey
 from lifecycle.result_cache import ResultCache
@@ -98,3 +99,28 @@ def test_the_engines_prefill_gives_the_inspection_pass_distribution_and_warms_th
     assert prefill.next_token.top(1)[0].id == inspection.next_token.top(1)[0].id
     answer = results.answer(inp).result(120)
     assert answer.cached_tokens == len(results.prepared(inp).rendered.ids) - 1  # the prompt was already read
+
+
+def test_the_journeys_generation_never_waits_behind_its_inspection_pass(loaded):
+    from lifecycle.engine import shared_engine
+
+    results = _results(loaded)
+    inp = JourneyInput("Why do cats purr?", sampling=GREEDY, max_tokens=6)
+    engine = shared_engine(loaded)
+    jobs_seen = []
+    original = engine.run_sliced
+
+    def watched(work):
+        answer = results.peek_answer(inp)
+        jobs_seen.append(answer is not None and answer.done())  # was the generation over when the pass asked?
+        return original(work)
+
+    engine.run_sliced = watched
+    try:
+        journey = results.journey(inp)
+    finally:
+        del engine.run_sliced
+    assert jobs_seen == [True]
+    assert journey.jobs_ahead == 0 and journey.ahead == ()
+    assert journey.call[-1].end == journey.stream[-1].at
+    assert sum(span.seconds for span in journey.call) == pytest.approx(journey.stream[-1].at)
