@@ -371,7 +371,8 @@ def answer(
         timings=timings + clock.timings,
         waited_seconds=float(step_timings.get("waited_seconds", 0.0)),
         cached_tokens=int(step_timings.get("cached_tokens", 0)),
-        call=call_spans(started, prefill, steps, events[-1].at),
+        call=call_spans(started, step_timings.get("submitted_at", started), step_timings.get("started_at", started),
+                        prefill, steps, events[-1].at),
         ahead=tuple(step_timings.get("ahead", ())),
         jobs_ahead=int(step_timings.get("jobs_ahead", 0)),
     )

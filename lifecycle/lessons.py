@@ -44,20 +44,23 @@ def share_in_words(share: float) -> str:
     return f"more than {words}" if share > value else f"less than {words}"
 
 
-def ttft_sentence(ttft: float, prefill: float, waited: float, prompt_tokens: int) -> str:
-    """What the time to first token was made of: "mostly the prefill" only when the prefill is over half of it."""
+def ttft_sentence(ttft: float, prompt_tokens: int, setup: float, waited: float, prefill: float) -> str:
+    """What the time to first token was made of: "mostly the prefill" only when the prefill is over half of it.
+
+    ``setup`` is the server's time before the engine had the request, ``waited`` its time in the
+    engine's queue, ``prefill`` the prompt through the model; the rest is choosing and sending the token.
+    """
     if ttft <= 0:
         return "time to first token"
     share = prefill / ttft
     if share > 0.5:
         return f"time to first token: mostly the prefill of {prompt_tokens} prompt tokens, {_ms(prefill)} ({share:.0%})"
-    rest = max(0.0, ttft - prefill - waited)
-    parts = []
-    if waited >= 0.001:
-        parts.append(f"{_ms(waited)} waiting for the engine")
-    parts.append(f"{_ms(rest)} choosing the first token and sending it")
+    rest = max(0.0, ttft - setup - waited - prefill)
+    parts = [(setup, "setting up the request"), (waited, "waiting for the engine"),
+             (rest, "choosing the first token and sending it")]
+    said = [f"{_ms(seconds)} {what}" for seconds, what in parts if seconds >= 0.001]
     return (f"time to first token; the prefill of {prompt_tokens} prompt tokens was only {_ms(prefill)} of it "
-            f"({share:.0%}), the rest {' and '.join(parts)}")
+            f"({share:.0%}), the rest {_and(said) if said else 'under a millisecond'}")
 
 
 def probability_mass_sentence(top_probability: float, tokens_for_half: int) -> str:

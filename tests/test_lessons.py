@@ -33,16 +33,17 @@ def test_a_share_is_half_only_near_half():
 
 
 def test_ttft_is_mostly_the_prefill_only_above_half():
-    above = ttft_sentence(ttft=0.200, prefill=0.150, waited=0.010, prompt_tokens=37)
+    above = ttft_sentence(0.200, 37, setup=0.002, waited=0.010, prefill=0.150)
     assert "mostly the prefill of 37 prompt tokens" in above and "150.0 ms" in above and "75%" in above
     # The run: 698.3 ms to the first token, 237.3 ms of prefill, 450 ms in the engine's queue.
-    below = ttft_sentence(ttft=0.6983, prefill=0.2373, waited=0.450, prompt_tokens=37)
+    below = ttft_sentence(0.6983, 37, setup=0.0, waited=0.450, prefill=0.2373)
     assert "mostly" not in below
     assert "only 237.3 ms" in below and "(34%)" in below
-    assert "450.0 ms waiting for the engine" in below
-    assert "11.0 ms choosing the first token" in below  # 698.3 - 237.3 - 450.0
-    exactly_half = ttft_sentence(ttft=0.2, prefill=0.1, waited=0.0, prompt_tokens=5)
-    assert "mostly" not in exactly_half and "waiting" not in exactly_half and "100.0 ms choosing" in exactly_half
+    assert "450.0 ms waiting for the engine and 11.0 ms choosing the first token" in below  # 698.3 - 237.3 - 450
+    assert "setting up" not in below
+    exactly_half = ttft_sentence(0.2, 5, setup=0.090, waited=0.0, prefill=0.1)
+    assert "mostly" not in exactly_half and "waiting" not in exactly_half
+    assert "90.0 ms setting up the request and 10.0 ms choosing" in exactly_half
 
 
 def test_prefill_in_ttft_states_this_runs_share():

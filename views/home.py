@@ -3,7 +3,7 @@
 import streamlit as st
 
 from charts.journey import latency_waterfall
-from lifecycle.call_timeline import LAST_FRAMES, WAIT
+from lifecycle.call_timeline import LAST_FRAMES, SETUP, WAIT
 from lifecycle.errors import LifecycleError
 from lifecycle.lessons import engine_wait_sentence
 from lifecycle.vocabulary import show_token
@@ -21,6 +21,8 @@ DECODE_BARS = 24  # decode steps drawn one by one; the rest are folded into one 
 def _phase(stage: str) -> str:
     if stage == WAIT:
         return "Waiting for the engine"
+    if stage == SETUP:
+        return "The client and the API"
     if stage.startswith("decode") or stage == LAST_FRAMES:
         return "Back to the client"
     return "Inside the model"

@@ -63,8 +63,8 @@ def _stamped(events: list[StreamEvent]) -> str:
 def _lesson(prepared, answer) -> None:
     m, events = answer.stream_metrics, answer.stream
     contents = sum(event_kind(e) == "content" for e in events)
-    made_of = ttft_sentence(m.ttft, answer.generation.prefill_seconds, answer.waited_seconds,
-                            len(prepared.rendered.ids))
+    setup, waiting, prefill = (span.seconds for span in answer.call[:3])
+    made_of = ttft_sentence(m.ttft, len(prepared.rendered.ids), setup, waiting, prefill)
     lesson(
         f"With `stream: true` the answer did not arrive as one JSON body but as **{len(events)} server-sent "
         f"events**, each a `data:` line sent the moment it existed: a role chunk at once, then **{contents} content "

@@ -111,7 +111,8 @@ class _StepReader:
             if entries:
                 yield from self._release()
                 if timings is not None and self.count == 0:
-                    timings.update(prefill_seconds=now - started, waited_seconds=0.0)
+                    timings.update(prefill_seconds=now - started, waited_seconds=0.0, submitted_at=started,
+                                   started_at=started)
                 self._take(entries, self.pending_delta + delta, now if self.last_at is None else self.last_at, now)
                 self.pending_delta = ""
                 self.last_at = now

@@ -52,7 +52,7 @@ def test_waterfall_is_the_calls_own_clock_and_matches_the_lines(home):
     spec = _waterfall(home)
     bar = spec["data"][0]
     stages = [label.replace("<br>", " ") for label in bar["y"]]  # long names are drawn on two lines
-    assert stages == ["waiting for the engine", "prefill", *[f"decode {i}" for i in range(1, MAX_TOKENS + 1)],
+    assert stages == ["setting up", "waiting for the engine", "prefill", *[f"decode {i}" for i in range(1, MAX_TOKENS + 1)],
                       "last frames"]
     widths = dict(zip(stages, bar["x"]))
     assert bar["base"] == pytest.approx([sum(bar["x"][:i]) for i in range(len(bar["x"]))])
@@ -66,4 +66,5 @@ def test_waterfall_is_the_calls_own_clock_and_matches_the_lines(home):
     total = _ms(re.search(r"call took \*\*([\d,.]+) (ms|s)\*\*", " ".join(m.value for m in home.markdown)))
     assert sum(bar["x"]) == pytest.approx(total, abs=0.06)
     assert "inspection" not in " ".join(stages)
-    assert [t["name"] for t in spec["data"][1:]] == ["Waiting for the engine", "Inside the model", "Back to the client"]
+    assert [t["name"] for t in spec["data"][1:]] == [
+        "The client and the API", "Waiting for the engine", "Inside the model", "Back to the client"]
