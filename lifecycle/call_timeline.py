@@ -4,7 +4,8 @@ The clock is the stream's own (0 = the generation asked the engine for the promp
 every event's ``at`` on the Streaming page), so the spans follow each other without a hole and
 the last one ends at the last event: the waterfall's total is the stream's last event time.
 
-- "setting up": from 0 until the engine got the request (the server's own checks and sampler);
+- "before the engine": from 0 until the engine got the request (the server's own checks and
+  sampler; a process's first call also builds the engine);
 - "waiting for the engine": until the engine began the prompt's prefill (its queue, and whatever
   it ran first);
 - "prefill": the prompt through the model, as the engine timed it;
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from lifecycle.vocabulary import show_token
 
-SETUP = "setting up"
+SETUP = "before the engine"
 WAIT = "waiting for the engine"
 LAST_FRAMES = "last frames"
 
@@ -53,7 +54,7 @@ def call_spans(started: float, submitted_at: float, engine_started_at: float, pr
     submitted = max(0.0, submitted_at - started)
     prefill_start = max(submitted, engine_started_at - started)
     prefill_end = prefill_start + prefill_seconds
-    spans = [Span(SETUP, 0.0, submitted, "the server checks the request and builds its sampler"),
+    spans = [Span(SETUP, 0.0, submitted, "the server's checks and sampler"),
              Span(WAIT, submitted, prefill_start - submitted), Span("prefill", prefill_start, prefill_seconds)]
     previous = prefill_end
     for step in steps:

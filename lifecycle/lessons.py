@@ -47,7 +47,8 @@ def share_in_words(share: float) -> str:
 def ttft_sentence(ttft: float, prompt_tokens: int, setup: float, waited: float, prefill: float) -> str:
     """What the time to first token was made of: "mostly the prefill" only when the prefill is over half of it.
 
-    ``setup`` is the server's time before the engine had the request, ``waited`` its time in the
+    ``setup`` is the server's time before the engine had the request (its checks; a process's first
+    call also builds the engine), ``waited`` its time in the
     engine's queue, ``prefill`` the prompt through the model; the rest is choosing and sending the token.
     """
     if ttft <= 0:
@@ -56,7 +57,7 @@ def ttft_sentence(ttft: float, prompt_tokens: int, setup: float, waited: float, 
     if share > 0.5:
         return f"time to first token: mostly the prefill of {prompt_tokens} prompt tokens, {_ms(prefill)} ({share:.0%})"
     rest = max(0.0, ttft - setup - waited - prefill)
-    parts = [(setup, "setting up the request"), (waited, "waiting for the engine"),
+    parts = [(setup, "before the engine had the request"), (waited, "waiting in the engine's queue"),
              (rest, "choosing the first token and sending it")]
     said = [f"{_ms(seconds)} {what}" for seconds, what in parts if seconds >= 0.001]
     return (f"time to first token; the prefill of {prompt_tokens} prompt tokens was only {_ms(prefill)} of it "
@@ -76,7 +77,7 @@ def prefill_in_ttft(ttft: float, prefill: float) -> str:
     if ttft <= 0:
         return "The prefill is the model's part of the time to first token."
     share = prefill / ttft
-    rest = "" if share > 0.5 else " (the rest was waiting and delivery, see Streaming)"
+    rest = "" if share > 0.5 else " (the Streaming page says where the rest went)"
     return (f"The prefill is the model's part of the time to first token: this run's answer had its first token "
             f"after **{_ms(ttft)}**, of which its prefill took {_ms(prefill)}, {share_in_words(share)}{rest}.")
 
@@ -91,8 +92,8 @@ def cache_against_weights(positions: int, cache_bytes_per_token: int, weight_byt
     cache = positions * cache_bytes_per_token
     cross = crossover_tokens(weight_bytes, cache_bytes_per_token)
     share = cache / weight_bytes
-    past = (f"the cache passes the weights at about **{cross:,} tokens**" if cross <= window else
-            f"even the full {window:,}-token window's cache stays below them (it would pass them at {cross:,})")
+    past = (f"passes the weights at about **{cross:,} tokens**" if cross <= window else
+            f"stays below them even for the full {window:,}-token window (it would pass them at {cross:,})")
     compared = (f"at this prompt's {positions:,} positions the cache is **{mib(cache)}** against **{mib(weight_bytes)}** "
                 f"of weights read per step ({share:.0%})")
     if cache >= weight_bytes:

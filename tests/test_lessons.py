@@ -39,16 +39,16 @@ def test_ttft_is_mostly_the_prefill_only_above_half():
     below = ttft_sentence(0.6983, 37, setup=0.0, waited=0.450, prefill=0.2373)
     assert "mostly" not in below
     assert "only 237.3 ms" in below and "(34%)" in below
-    assert "450.0 ms waiting for the engine and 11.0 ms choosing the first token" in below  # 698.3 - 237.3 - 450
-    assert "setting up" not in below
+    assert "450.0 ms waiting in the engine's queue and 11.0 ms choosing the first token" in below  # 698.3-237.3-450
+    assert "before the engine" not in below
     exactly_half = ttft_sentence(0.2, 5, setup=0.090, waited=0.0, prefill=0.1)
     assert "mostly" not in exactly_half and "waiting" not in exactly_half
-    assert "90.0 ms setting up the request and 10.0 ms choosing" in exactly_half
+    assert "90.0 ms before the engine had the request and 10.0 ms choosing" in exactly_half
 
 
 def test_prefill_in_ttft_states_this_runs_share():
     low = prefill_in_ttft(0.6983, 0.2373)
-    assert "698.3 ms" in low and "237.3 ms" in low and "about a third" in low and "the rest was waiting" in low
+    assert "698.3 ms" in low and "237.3 ms" in low and "about a third" in low and "where the rest went" in low
     high = prefill_in_ttft(0.150, 0.120)
     assert "about four fifths" in high and "the rest" not in high
 
@@ -79,7 +79,7 @@ def test_cache_against_weights_flips_at_the_crossover():
     long = cache_against_weights(2500, PER_TOKEN, WEIGHTS, 8192)
     assert "small" not in long and "bigger part of every decode step" in long and "(103%)" in long
     never = cache_against_weights(37, PER_TOKEN, WEIGHTS, 1024)
-    assert "even the full 1,024-token window's cache stays below them" in never
+    assert "stays below them even for the full 1,024-token window" in never
 
 
 def _step(seconds, delta, held=b""):
