@@ -1,0 +1,293 @@
+"""Every sentence true: the pages' stated numbers against an independent recomputation.
+
+For two prompts the pages run under AppTest and what they state is checked against numbers this
+file computes itself: the chat template with the tokenizer's own ``apply_chat_template``, the
+next-token distribution with a plain transformers forward pass of the loaded model (not the
+engine the pages use), the KV cache and the weights a decode step reads from the model's config,
+the PCA share with numpy on the embedding rows, and shares and sums by arithmetic on the pages'
+own tables. Pages must also agree with each other (prompt tokens, top token, TTFT, event counts).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from lifecycle.engine import shared_engine
+from lifecycle.serving import model_status, start_model_loading
+from tests.pages.harness import plotly_figure, run_page
+
+PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
+# Plain fractions a page may read a share as, and the share each means.
+FRACTION_WORDS = {
+    "a tenth": 1 / 10, "a fifth": 1 / 5, "a quarter": 1 / 4, "a third": 1 / 3, "two fifths": 2 / 5, "half": 1 / 2,
+    "three fifths": 3 / 5, "two thirds": 2 / 3, "three quarters": 3 / 4, "four fifths": 4 / 5, "nine tenths": 9 / 10,
+}
+# GGUF's blocks of 32 weights: Q4_1 stores 16 bytes of codes and two fp32 numbers (scale, offset);
+# Q8_0 32 bytes of codes and one fp32 scale. The engine keeps keys and values in fp32.
+Q4_1_BYTES, Q8_0_BYTES, BLOCK, FP32 = 16 + 8, 32 + 4, 32, 4
+
+
+def _figure(text: str) -> float:
+    """A number as a page writes it ("1,234.5"), as a float."""
+    return float(text.replace(",", ""))
+
+
+def _ms(text: str, unit: str) -> float:
+    return _figure(text) * (1000 if unit == "s" else 1)
+
+
+def _all_text(app) -> str:
+    return " | ".join([m.value for m in app.markdown] + [c.value for c in app.caption])
+
+
+def _wait_until_engine_idle(loaded, seconds: float = 120) -> None:
+    """The app's start-up work (priming the chat template) is done and nothing of an earlier test still
+    runs in the engine, so the journey is alone in it."""
+    deadline = time.monotonic() + seconds
+    start_model_loading()  # what app.py does on its first run
+    while model_status().state != "ready" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    engine = shared_engine(loaded)
+    while time.monotonic() < deadline:
+        state = engine.state()
+        with engine._cond:
+            jobs = len(engine._jobs)
+        if not state.running and not state.waiting and not jobs:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the engine never became idle")
+
+
+def _template_ids(loaded, prompt: str) -> list[int]:
+    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                               tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+def _next_token_probs(loaded, ids: list[int]) -> np.ndarray:
+    """The distribution after ``ids`` from transformers' own forward pass of the loaded model."""
+    with loaded.lock, torch.inference_mode():
+        logits = loaded.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    return torch.softmax(logits, dim=-1).numpy()
+
+
+def _weights_read_per_step(config, packed: bool) -> int:
+    """Bytes of every matrix a decode step multiplies by, from the config alone."""
+    hidden, inner = config.hidden_size, config.intermediate_size
+    head_dim = getattr(config, "head_dim", None) or hidden // config.num_attention_heads
+    q = hidden * config.num_attention_heads * head_dim
+    kv = 2 * hidden * config.num_key_value_heads * head_dim
+    o = config.num_attention_heads * head_dim * hidden
+    mlp = 3 * hidden * inner
+    layers = config.num_hidden_layers * (q + kv + o + mlp)
+    head = config.vocab_size * hidden
+    if not packed:
+        return (layers + head) * FP32
+    return layers // BLOCK * Q4_1_BYTES + head // BLOCK * Q8_0_BYTES
+
+
+def _cache_bytes_per_token(config) -> int:
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return config.num_hidden_layers * config.num_key_value_heads * head_dim * 2 * FP32
+
+
+def _check_share_words(sentence: str, share: float) -> None:
+    """"about X" within 3 points of X, "more than X" above it, "less than X" below it."""
+    found = re.search(r"(?i)\b(about|more than|less than) (" + "|".join(FRACTION_WORDS) + r")\b", sentence)
+    if found is None:
+        assert "half" not in sentence.lower(), sentence
+        return
+    how, words = found.group(1).lower(), found.group(2)
+    value = FRACTION_WORDS[words]
+    if how == "about":
+        assert abs(share - value) <= 0.03, (sentence, share)
+    elif how == "more than":
+        assert share > value, (sentence, share)
+    else:
+        assert share < value, (sentence, share)
+
+
+@pytest.fixture(scope="module", params=PROMPTS)
+def pages(request, loaded):
+    """The pages for one prompt, the journey map first (alone in the engine), then the others."""
+    _wait_until_engine_idle(loaded)
+    prompt = request.param
+    opened = {"": run_page("", prompt=prompt, temperature=0)}
+    for page in ("streaming", "next-token", "kv-cache", "embeddings", "context-window"):
+        opened[page] = run_page(page, prompt=prompt, temperature=0)
+    for page, app in opened.items():
+        assert not app.exception and not app.error, page
+    return prompt, opened
+
+
+def _frames(app):
+    return next(frame.value for frame in app.dataframe if "Kind" in frame.value.columns)
+
+
+def _metrics(app) -> dict[str, str]:
+    return {m.proto.label: m.proto.body for m in app.get("metric")}
+
+
+def test_prompt_tokens_agree_with_the_tokenizers_own_template(pages, loaded):
+    prompt, opened = pages
+    count = len(_template_ids(loaded, prompt))
+    assert f"Prefill: {count} tokens in" in _all_text(opened[""])
+    assert f"the prefill of {count} prompt tokens" in opened["streaming"].markdown[1].value
+    assert f"After reading all {count} prompt tokens" in opened["next-token"].markdown[1].value
+    assert f"for each of the prompt's **{count} tokens**" in _all_text(opened["kv-cache"])
+
+
+def test_the_top_tokens_share_is_said_as_it_is(pages, loaded):
+    prompt, opened = pages
+    probs = _next_token_probs(loaded, _template_ids(loaded, prompt))
+    top = float(probs.max())
+    lesson = opened["next-token"].markdown[1].value
+    stated = _figure(re.search(r"at \*\*([\d.]+)%\*\*", lesson).group(1)) / 100
+    assert stated == pytest.approx(top, abs=0.0015)
+    assert f"at {stated:.1%} of {probs.size:,} tokens" in _all_text(opened[""])  # the journey map's line
+    half = int(np.searchsorted(np.cumsum(np.sort(probs)[::-1]), 0.5)) + 1
+    sentence = next(part for part in lesson.split(". ") if "of the probability" in part)
+    if half == 1:
+        assert "that one token" in sentence and f"({top:.1%})" in sentence
+        _check_share_words(sentence, top)
+    else:
+        assert f"the top {half:,} tokens" in sentence
+
+
+def test_ttft_is_explained_by_what_it_was_made_of(pages):
+    _, opened = pages
+    streaming, home = opened["streaming"], opened[""]
+    frames = _frames(streaming)
+    content = frames[frames["Kind"] == "content"]
+    ttft = float(content["At (ms)"].iloc[0])
+    metric = _metrics(streaming)["Time to first token"]
+    assert _figure(metric.removesuffix(" ms")) == pytest.approx(ttft, abs=0.1)
+    assert f"TTFT {metric}" in _all_text(home)
+    prefill = _ms(*re.search(r"Prefill: \d+ tokens in ([\d,.]+) (ms|s)\b", _all_text(home)).groups())
+    lesson = streaming.markdown[1].value
+    share = prefill / ttft
+    if "mostly the prefill" in lesson:
+        assert share > 0.5
+    else:
+        assert f"({share:.0%})" in lesson
+        told = [_figure(n) for n in re.findall(r"([\d,.]+) ms (?:before the engine|waiting in the engine|choosing)",
+                                             lesson)]
+        unsaid = 3 - len(told)  # parts under a millisecond go unsaid
+        assert sum(told) + prefill == pytest.approx(ttft, abs=0.3 + unsaid * 1.0)
+    kv = _all_text(opened["kv-cache"])
+    assert f"first token after **{metric}**" in kv and "That is the time to first token" not in kv
+
+
+def test_the_waterfall_is_where_the_streams_time_went(pages):
+    _, opened = pages
+    home, streaming = opened[""], opened["streaming"]
+    bar = plotly_figure(home, "waterfall").data[0]
+    stages = [label.replace("<br>", " ") for label in bar.y]
+    assert not any("inspection" in s for s in stages)
+    assert "waiting for the engine" in stages and stages[-1] == "last frames"
+    assert list(bar.base) == pytest.approx([sum(bar.x[:i]) for i in range(len(bar.x))])
+    frames = _frames(streaming)
+    assert sum(bar.x) == pytest.approx(float(frames["At (ms)"].iloc[-1]), abs=0.1)
+    events = len(frames)
+    assert f"{events} SSE events" in _all_text(home) and f"**{events} server-sent events**" in streaming.markdown[1].value
+
+
+def test_the_journey_map_says_what_the_prompt_waited_for(pages):
+    _, opened = pages
+    sentence = next(m.value for m in opened[""].markdown
+                    if "the engine" in m.value and ("waited" in m.value or "at once" in m.value))
+    # The journey ran alone (the fixture waited for an idle engine): nothing was ahead of it.
+    assert "other requests" not in sentence
+    assert "at once" in sentence or "nothing else was in the engine" in sentence
+
+
+def test_the_gaps_caption_says_what_happened_in_this_stream(pages):
+    _, opened = pages
+    streaming = opened["streaming"]
+    frames = _frames(streaming)
+    content = frames[frames["Kind"] == "content"]
+    wire = next(code.value for code in streaming.code if code.value.startswith("data: {"))
+    completion = int(re.search(r'"completion_tokens":(\d+)', wire).group(1))
+    ended_by_eos = '"finish_reason":"stop"' in wire  # no stop sequences here: the end-of-sequence token, no text
+    caption = next(c.value for c in streaming.caption if c.value.startswith("Each gap"))
+    extra_tokens = completion - len(content) - (1 if ended_by_eos else 0)  # tokens sharing a frame with another
+    together = int((content["Since previous (ms)"].iloc[1:] < 2).sum())
+    if extra_tokens == 0:
+        assert "more than one token" not in caption and "character spans" not in caption
+    else:
+        assert "more than one token" in caption
+    if together:
+        assert f"{together} frame" in caption and "delivery batching" in caption
+    else:
+        assert "batching" not in caption
+    if not together and extra_tokens == 0:
+        assert f"all {len(content) - 1} gaps were one step each" in caption
+
+
+def test_the_kv_cache_is_compared_with_the_weights_it_is_read_beside(pages, loaded):
+    prompt, opened = pages
+    config = loaded.model.config
+    packed = bool(shared_engine(loaded).stack.packed)
+    weights = _weights_read_per_step(config, packed)
+    per_token = _cache_bytes_per_token(config)
+    positions = len(_template_ids(loaded, prompt))
+    text = _all_text(opened["kv-cache"])
+    assert "whatever the prompt's length" not in text
+    cross = math.ceil(weights / per_token)
+    assert f"about **{cross:,} tokens**" in text
+    assert f"**{weights / 2**20:,.1f} MiB** of weights read per step ({positions * per_token / weights:.0%})" in text
+    window = _metrics(opened["kv-cache"])["Full window"]
+    assert window == f"{config.max_position_embeddings * per_token / 2**20:,.2f} MiB"
+
+
+def test_the_pca_caption_counts_the_directions_the_points_have(pages, loaded):
+    prompt, opened = pages
+    app = opened["embeddings"]
+    words = [w.strip() for w in app.text_input(key="embedding_words").value.split(",") if w.strip()]
+    table = loaded.model.get_input_embeddings().weight.detach().double().numpy()
+    tokenizer = loaded.tokenizer
+    rows = [table[tokenizer.encode(" " + w, add_special_tokens=False)].mean(axis=0) for w in words]
+    prompt_ids = list(dict.fromkeys(tokenizer.encode(prompt, add_special_tokens=False)))
+    points = np.vstack(rows + [table[i] for i in prompt_ids])
+    centered = points - points.mean(axis=0)
+    variances = np.linalg.svd(centered, compute_uv=False) ** 2
+    share = variances[:2].sum() / variances.sum()
+    rest = min(len(points) - 1, table.shape[1]) - 2
+    caption = next(c.value for c in app.caption if "PCA" in c.value)
+    assert caption.startswith(f"{len(points)} vectors of {table.shape[1]} numbers")
+    assert f"hold {share:.1%} of their spread" in caption
+    assert f"the other {rest:,} directions" in caption
+    assert ("most of the spread is in the other" in caption) == (share < 0.5)
+
+
+def test_the_context_window_is_not_a_wall_attention_cannot_pass(pages, loaded):
+    _, opened = pages
+    text = _all_text(opened["context-window"])
+    assert "cannot attend" not in text
+    assert f"trained on up to {loaded.model.config.max_position_embeddings:,} positions" in text
+
+
+def test_a_long_prompts_kv_cache_is_a_sizeable_part_of_each_step(loaded):
+    """1,000+ tokens: the cache is no longer small beside the weights, and the page says so."""
+    sentence = "Sunlight is scattered by the air, and blue light is scattered the most. "
+    repeats = 1
+    while len(_template_ids(loaded, sentence * (repeats + 1))) <= 1020:
+        repeats += 1
+    prompt = sentence * repeats
+    positions = len(_template_ids(loaded, prompt))
+    assert positions >= 1000
+    app = run_page("kv-cache", prompt=prompt, temperature=0, max_tokens=4)
+    assert not app.exception and not app.error
+    config = loaded.model.config
+    weights = _weights_read_per_step(config, bool(shared_engine(loaded).stack.packed))
+    per_token = _cache_bytes_per_token(config)
+    share = positions * per_token / weights
+    text = _all_text(app)
+    assert f"at this prompt's {positions:,} positions" in text and f"({share:.0%})" in text
+    assert share >= 0.2 and "a small part of its work" not in text and "whatever the prompt's length" not in text
