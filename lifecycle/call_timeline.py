@@ -9,9 +9,11 @@ the last one ends at the last event: the waterfall's total is the stream's last 
 - "waiting for the engine": until the engine began the prompt's prefill (its queue, and whatever
   it ran first);
 - "prefill": the prompt through the model, as the engine timed it;
-- "decode k": from the end of step k-1 (of the prefill for k = 1) to the moment step k's token
-  was chosen (decode 1 only samples from the prefill's logits; every later step runs the model
-  on one new token);
+- "after the prefill": the engine stores the prompt's keys and values in its prefix cache and
+  hands the logits over;
+- "decode k": step k's own time, from the end of step k-1 to the moment its token was chosen
+  (decode 1 only samples from the prefill's logits; every later step runs the model on one new
+  token);
 - "last frames": from the last chosen token to the last event (finish, usage, ``[DONE]``).
 
 The app's inspection pass is not part of the call and never appears here.
@@ -26,6 +28,7 @@ from lifecycle.vocabulary import show_token
 
 SETUP = "before the engine"
 WAIT = "waiting for the engine"
+HANDOVER = "after the prefill"
 LAST_FRAMES = "last frames"
 
 
@@ -49,7 +52,8 @@ def call_spans(started: float, submitted_at: float, engine_started_at: float, pr
 
     Times are ``time.perf_counter()`` readings: ``started`` the stream's origin, ``submitted_at``
     when the engine got the request, ``engine_started_at`` when its prefill began; each of
-    ``steps`` carries ``made_at`` (when its token was chosen), ``index`` and ``text``.
+    ``steps`` carries ``made_at`` (when its token was chosen), ``seconds`` (its own time),
+    ``index`` and ``text``.
     """
     submitted = max(0.0, submitted_at - started)
     prefill_start = max(submitted, engine_started_at - started)
@@ -57,6 +61,11 @@ def call_spans(started: float, submitted_at: float, engine_started_at: float, pr
     spans = [Span(SETUP, 0.0, submitted, "the server's checks and sampler"),
              Span(WAIT, submitted, prefill_start - submitted), Span("prefill", prefill_start, prefill_seconds)]
     previous = prefill_end
+    if steps:  # the engine keeps the prompt's keys and values, then hands over the logits
+        first_started = max(prefill_end, steps[0].made_at - steps[0].seconds - started)
+        spans.append(Span(HANDOVER, prefill_end, first_started - prefill_end,
+                          "the engine stores the prompt in its prefix cache and hands over the logits"))
+        previous = first_started
     for step in steps:
         end = max(previous, step.made_at - started)
         spans.append(Span(f"decode {step.index + 1}", previous, end - previous, show_token(step.text)))

@@ -52,8 +52,8 @@ def test_waterfall_is_the_calls_own_clock_and_matches_the_lines(home):
     spec = _waterfall(home)
     bar = spec["data"][0]
     stages = [label.replace("<br>", " ") for label in bar["y"]]  # long names are drawn on two lines
-    assert stages == ["before the engine", "waiting for the engine", "prefill", *[f"decode {i}" for i in range(1, MAX_TOKENS + 1)],
-                      "last frames"]
+    assert stages == ["before the engine", "waiting for the engine", "prefill", "after the prefill",
+                      *[f"decode {i}" for i in range(1, MAX_TOKENS + 1)], "last frames"]
     widths = dict(zip(stages, bar["x"]))
     assert bar["base"] == pytest.approx([sum(bar["x"][:i]) for i in range(len(bar["x"]))])
     captions = _captions(home)
