@@ -1,6 +1,6 @@
 """Every sentence true: the pages' stated numbers against an independent recomputation.
 
-For two prompts the pages run under AppTest and what they state is checked against numbers this
+For two prompts and a 1,000-token one the pages run under AppTest and what they state is checked against numbers this
 file computes itself: the chat template with the tokenizer's own ``apply_chat_template``, the
 next-token distribution with a plain transformers forward pass of the loaded model (not the
 engine the pages use), the KV cache and the weights a decode step reads from the model's config,
@@ -22,7 +22,9 @@ from lifecycle.engine import shared_engine
 from lifecycle.serving import model_status, start_model_loading
 from tests.pages.harness import plotly_figure, run_page
 
-PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
+# A long prompt too: 1,007 tokens with the template, where the KV cache is no longer small beside the weights.
+LONG = "Sunlight is scattered by the air, and blue light is scattered the most. " * 61
+PROMPTS = ["What's the capital of India?", "Why is the sky blue?", LONG]
 # Plain fractions a page may read a share as, and the share each means.
 FRACTION_WORDS = {
     "a tenth": 1 / 10, "a fifth": 1 / 5, "a quarter": 1 / 4, "a third": 1 / 3, "two fifths": 2 / 5, "half": 1 / 2,
@@ -113,7 +115,7 @@ def _check_share_words(sentence: str, share: float) -> None:
         assert share < value, (sentence, share)
 
 
-@pytest.fixture(scope="module", params=PROMPTS)
+@pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky", "long"])
 def pages(request, loaded):
     """The pages for one prompt, the journey map first (alone in the engine), then the others."""
     _wait_until_engine_idle(loaded)
@@ -239,6 +241,8 @@ def test_the_kv_cache_is_compared_with_the_weights_it_is_read_beside(pages, load
     positions = len(_template_ids(loaded, prompt))
     text = _all_text(opened["kv-cache"])
     assert "whatever the prompt's length" not in text
+    if positions * per_token / weights >= 0.2:
+        assert "a small part of its work" not in text
     cross = math.ceil(weights / per_token)
     assert f"about **{cross:,} tokens**" in text
     assert f"**{weights / 2**20:,.1f} MiB** of weights read per step ({positions * per_token / weights:.0%})" in text
@@ -273,21 +277,8 @@ def test_the_context_window_is_not_a_wall_attention_cannot_pass(pages, loaded):
     assert f"trained on up to {loaded.model.config.max_position_embeddings:,} positions" in text
 
 
-def test_a_long_prompts_kv_cache_is_a_sizeable_part_of_each_step(loaded):
-    """1,000+ tokens: the cache is no longer small beside the weights, and the page says so."""
-    sentence = "Sunlight is scattered by the air, and blue light is scattered the most. "
-    repeats = 1
-    while len(_template_ids(loaded, sentence * (repeats + 1))) <= 1020:
-        repeats += 1
-    prompt = sentence * repeats
-    positions = len(_template_ids(loaded, prompt))
-    assert positions >= 1000
-    app = run_page("kv-cache", prompt=prompt, temperature=0, max_tokens=4)
-    assert not app.exception and not app.error
+def test_the_long_prompt_is_long_enough_to_flip_the_kv_cache_comparison(loaded):
     config = loaded.model.config
+    positions = len(_template_ids(loaded, LONG))
     weights = _weights_read_per_step(config, bool(shared_engine(loaded).stack.packed))
-    per_token = _cache_bytes_per_token(config)
-    share = positions * per_token / weights
-    text = _all_text(app)
-    assert f"at this prompt's {positions:,} positions" in text and f"({share:.0%})" in text
-    assert share >= 0.2 and "a small part of its work" not in text and "whatever the prompt's length" not in text
+    assert 1000 <= positions <= 1024 and positions * _cache_bytes_per_token(config) / weights >= 0.2
