@@ -94,7 +94,8 @@ def cache_against_weights(positions: int, cache_bytes_per_token: int, weight_byt
     share = cache / weight_bytes
     past = (f"passes the weights at about **{cross:,} tokens**" if cross <= window else
             f"stays below them even for the full {window:,}-token window (it would pass them at {cross:,})")
-    compared = (f"at this prompt's {positions:,} positions the cache is **{mib(cache)}** against **{mib(weight_bytes)}** "
+    compared = (f"at this prompt's {positions:,} positions the cache is **{_mib(cache)}** against "
+                f"**{_mib(weight_bytes)}** "
                 f"of weights read per step ({share:.0%})")
     if cache >= weight_bytes:
         return (f"Each step reads the whole cache as well as all the weights, and {compared}: past about "
@@ -105,13 +106,13 @@ def cache_against_weights(positions: int, cache_bytes_per_token: int, weight_byt
             "is most of what a step reads.")
 
 
-def mib(count: int) -> str:
+def _mib(count: int) -> str:
     return f"{count / 2**20:,.1f} MiB"
 
 
 @dataclass(frozen=True)
 class Gap:
-    """The gap before one content frame: on the wire, between the decode steps behind it, and how many tokens it carries."""
+    """The gap before one content frame: on the wire, between the decode steps behind it, and the tokens it carries."""
 
     seconds: float  # between this frame and the previous content frame
     step_seconds: float  # between the ends of the decode steps that made them

@@ -197,7 +197,8 @@ def test_the_waterfall_is_where_the_streams_time_went(pages):
     frames = _frames(streaming)
     assert sum(bar.x) == pytest.approx(float(frames["At (ms)"].iloc[-1]), abs=0.1)
     events = len(frames)
-    assert f"{events} SSE events" in _all_text(home) and f"**{events} server-sent events**" in streaming.markdown[1].value
+    assert f"{events} SSE events" in _all_text(home)
+    assert f"**{events} server-sent events**" in streaming.markdown[1].value
 
 
 def test_the_journey_map_says_what_the_prompt_waited_for(pages):
