@@ -35,7 +35,7 @@ from ui.stages import stage
 
 # The waiting line's captions (ui/cache.py): a page that waits for the model says where it is;
 # "Handing this prompt to the model" is the one line that says nothing about a place.
-PLACE_MARKERS = ("In line for the model: place", "The model's queue is full", "The model is reading this prompt",
+PLACE_MARKERS = ("In line for the model: place", "The model is reading this prompt",
                  "Generating on the model")
 WAITING_MARKERS = (*PLACE_MARKERS, "Handing this prompt to the model")
 QUIET_SECONDS = 1.5  # a finished run with no new run within this long is a finished page

@@ -25,10 +25,10 @@ import hashlib
 import threading
 import time
 from concurrent import futures
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
 
-from lifecycle.engine import EngineFull, origin
+from lifecycle.engine import origin
 
 from lifecycle.generate import Generation, generate
 from lifecycle.journey import (
@@ -49,32 +49,9 @@ from lifecycle.result_cache import Pending, ResultCache, shared_cache
 from lifecycle.sampling import SamplingSettings
 
 
-@dataclass(frozen=True)
-class QueueNotice:
-    """Published in a generation's progress while the engine's queue is full and it waits to get in."""
-
-    waiting: int  # requests already waiting in the engine's queue
-    retry_after: int  # seconds until the next try
-
-
 def engine_tag(key: Hashable) -> str:
     """The short name a prompt's engine requests carry (on Live calls), never the prompt itself."""
     return "prompt-" + hashlib.sha1(repr(key).encode()).hexdigest()[:6]
-
-
-def when_admitted(work: Callable[[], object], report: Callable[[object], None],
-                  sleep: Callable[[float], None] = time.sleep) -> object:
-    """``work()``, tried again after the engine's retry-after whenever its queue is full.
-
-    Pages wait in this outer line (``QueueNotice`` in their progress says how many are ahead)
-    instead of failing; the API answers 503 instead (lifecycle.serving).
-    """
-    while True:
-        try:
-            return work()
-        except EngineFull as full:
-            report(QueueNotice(full.waiting, full.retry_after))
-            sleep(full.retry_after)
 
 
 class JourneyResults:
@@ -97,9 +74,9 @@ class JourneyResults:
         check_runnable(prepared, self.loaded)
         key = self.prefill_key(inp)
 
-        def compute(report) -> Prefill:
+        def compute(_report) -> Prefill:
             with origin(label, engine_tag(key)):
-                return when_admitted(lambda: prefill(prepared, self.loaded), report)
+                return prefill(prepared, self.loaded)
 
         return self.cache.start(key, compute)
 
@@ -128,8 +105,7 @@ class JourneyResults:
     def answer(self, inp: JourneyInput, label: str = "page") -> Pending:
         """The generation for ``inp``: started in the background unless already there, returned at once.
 
-        ``pending.progress`` holds each GenerationStep as it arrives (and a QueueNotice while the
-        engine is full); ``pending.result()`` the Answer. ``label`` names the engine request on
+        ``pending.progress`` holds each GenerationStep as it arrives; ``pending.result()`` the Answer. ``label`` names the engine request on
         Live calls ("page", "warm"); its tag is ``engine_tag(answer_key)``.
         """
         prepared = self.prepared(inp)
@@ -138,7 +114,7 @@ class JourneyResults:
 
         def compute(report):
             with origin(label, engine_tag(key)):
-                return when_admitted(lambda: answer(prepared, self.loaded, on_step=report), report)
+                return answer(prepared, self.loaded, on_step=report)
 
         return self.cache.start(key, compute)
 
@@ -163,8 +139,8 @@ class JourneyResults:
                stop: tuple[str, ...], forced: tuple[tuple[int, int], ...]) -> Generation:
         """A generation with the steps in ``forced`` (index, token id) fixed: one branch of the loop."""
         key = ("branch", self.loaded.name, prompt_ids, sampling, max_tokens, stop, forced)
-        return self.cache.get(key, lambda report: when_admitted(
-            lambda: generate(self.loaded, prompt_ids, sampling, max_tokens, stop, forced=dict(forced)), report))
+        return self.cache.get(key, lambda _report: generate(self.loaded, prompt_ids, sampling, max_tokens, stop,
+                                                            forced=dict(forced)))
 
 
 _shared: dict[str, JourneyResults] = {}

@@ -65,22 +65,6 @@ def test_the_generation_reports_every_token_as_it_arrives_and_matches_the_whole_
     assert stages[:4] == ["request", "tokenization", "chat template", "inspection pass"] and "prefill" in stages
 
 
-def test_a_full_engine_queue_makes_a_page_wait_its_turn_and_say_so():
-    from lifecycle.engine import EngineFull
-    from lifecycle.results import QueueNotice, when_admitted
-
-    attempts, notices, slept = [], [], []
-
-    def work():
-        attempts.append(1)
-        if len(attempts) < 3:
-            raise EngineFull(waiting=32, retry_after=4)
-        return "answered"
-
-    assert when_admitted(work, notices.append, sleep=slept.append) == "answered"
-    assert notices == [QueueNotice(32, 4), QueueNotice(32, 4)] and slept == [4, 4]
-
-
 def test_the_engines_prefill_gives_the_inspection_pass_distribution_and_warms_the_generation(loaded):
     results = _results(loaded)
     inp = JourneyInput("What is a prefix cache?", sampling=GREEDY, max_tokens=3)

@@ -32,7 +32,7 @@ from lifecycle.engine import shared_engine
 from lifecycle.generate import GenerationStep
 from lifecycle.journey import Answer, Inspection, Journey, Prefill, PreparedPrompt
 from lifecycle.result_cache import Pending, shared_cache
-from lifecycle.results import JourneyResults, QueueNotice, engine_tag, shared_results
+from lifecycle.results import JourneyResults, engine_tag, shared_results
 from ui.frame import loaded_model, show_text
 from ui.settings import JourneySettings
 
@@ -145,7 +145,6 @@ def _show_waiting(pending: Pending, tag: str) -> None:
 
 def _waiting_line(pending: Pending, tag: str, seconds: float) -> str:
     """Where this prompt's generation is before its first token, from the engine's live state."""
-    notices = [item for item in list(pending.progress) if isinstance(item, QueueNotice)]
     state = shared_engine(loaded_model()).state()
     waiting = next((w for w in state.waiting if w.tag == tag), None)
     running = next((r for r in state.running if r.tag == tag), None)
@@ -155,10 +154,6 @@ def _waiting_line(pending: Pending, tag: str, seconds: float) -> str:
     if waiting is not None:
         return (f"In line for the model: place {waiting.position} of {len(state.waiting)} waiting; "
                 f"{len(state.running)} requests are in the running batch. ({seconds:,.1f} s)")
-    if notices:
-        notice = notices[-1]
-        return (f"The model's queue is full: {notice.waiting} requests are waiting ahead of this one. "
-                f"It tries again every {notice.retry_after} s and keeps its place here. ({seconds:,.1f} s)")
     return f"Handing this prompt to the model… ({seconds:,.1f} s)"
 
 

@@ -11,7 +11,6 @@ import pandas as pd
 import streamlit as st
 
 from charts.streaming import event_timeline, inter_token_latency
-from lifecycle.engine import EngineFull
 from lifecycle.lessons import gaps_sentence, stream_gaps, ttft_sentence
 from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.stream import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
@@ -175,11 +174,7 @@ with stage_page("streaming") as settings:
     )
     live = st.session_state.get(LIVE)
     if st.button("Stream it live", icon=":material/play_arrow:", type="primary"):
-        try:
-            st.session_state[LIVE] = _run_live(prepared, settings, loaded)
-        except EngineFull as full:
-            st.warning(f"The model's queue is full ({full.waiting} requests waiting): try again in "
-                       f"{full.retry_after} s.", icon=":material/hourglass_top:")
+        st.session_state[LIVE] = _run_live(prepared, settings, loaded)
     elif live is not None and live["settings"] == settings:
         st.caption("Your last live run:")
         _show_live(live, loaded.name)
