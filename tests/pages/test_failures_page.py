@@ -1,0 +1,65 @@
+"""The Failures page: the real SDK through a fault on the visitor's own gateway, its attempts on a timeline,
+the numbers in the sentence from this run, and nothing the remote sent rendered as Markdown."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from lifecycle.faults.plan import Fault
+from lifecycle.serving import model_status
+from tests.pages.harness import plotly_figure, texts
+
+PROMPT = "Name a colour."
+READY_TRIES = 240
+
+
+def _call(app, fault: Fault, failures: int = 2, retries: int = 2, **fields):
+    app.selectbox(key="failures_fault").set_value(fault)
+    app.number_input(key="failures_count").set_value(failures)
+    app.number_input(key="failures_retries").set_value(retries)
+    for key, value in fields.items():
+        app.number_input(key=f"failures_{key}").set_value(value)
+    return app.button(key="failures_send").click().run()
+
+
+def _summary(app) -> str:
+    return next(m.value for m in app.markdown if m.value.startswith("The SDK made"))
+
+
+def _attempts(app):
+    return next(frame.value for frame in app.dataframe if "x-stainless-retry-count" in frame.value.columns)
+
+
+def test_nothing_is_sent_until_asked_then_a_500_twice_is_retried_and_answered(run_page):
+    app = run_page("failures", prompt=PROMPT, max_tokens=4, temperature=0)
+    assert not app.exception and not app.error
+    assert any(c.value == "Nothing sent yet." for c in app.caption)
+    for _ in range(READY_TRIES):  # the demo gateway's routes start the API's loading: wait until it is ready
+        if model_status().state == "ready":
+            break
+        time.sleep(0.5)
+    app = _call(app, Fault.SERVER_ERROR)
+    assert not app.exception and not app.error
+    table = _attempts(app)
+    assert list(table["status"]) == [500, 500, 200] and list(table["x-stainless-retry-count"]) == ["0", "1", "2"]
+    summary = _summary(app)
+    assert summary.startswith("The SDK made **3 attempt(s)**") and "finish_reason" in summary
+    sleeps = [float(s) for s in re.findall(r"([\d.]+) s", summary.split("sleeping", 1)[1].split("between")[0])]
+    arrived = list(table["arrived (s)"])
+    assert len(sleeps) == 2 and all(0 < s <= b - a + 0.01 for s, a, b in zip(sleeps, arrived, arrived[1:]))  # 2 decimals
+    figure = plotly_figure(app, "failures_timeline")
+    assert {trace.name for trace in figure.data} == {"attempt: retried", "attempt: answered", "client sleeps"}
+
+
+def test_a_wrong_key_is_not_retried_and_a_cut_stream_shows_its_partial_text(run_page):
+    app = run_page("failures", prompt=PROMPT, max_tokens=8, temperature=0)
+    app = _call(app, Fault.WRONG_KEY, failures=1, retries=3)
+    assert not app.exception
+    assert list(_attempts(app)["status"]) == [401]
+    assert "Error code: 401 - Incorrect API key provided." in texts(app)  # the remote's message as plain text
+    app = _call(app, Fault.STREAM_CUT, failures=1, retries=2, cut=2)
+    assert not app.exception
+    held = next(m.value for m in app.markdown if "streamed token(s)" in m.value)
+    assert held.startswith("**2** streamed token(s)") and "finish_reason **None**" in held and "usage **none**" in held
+    assert any(t and t != "∅" for t in texts(app))
