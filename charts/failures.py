@@ -16,7 +16,7 @@ def attempts_timeline(labels: Sequence[str], starts: Sequence[float], ends: Sequ
                       outcomes: Sequence[str], sleeps: Sequence[float]) -> go.Figure:
     """One row per attempt, first at the top: a bar from when the gateway received it (``starts``) to
     when the client was done with it (``ends``), coloured by ``outcomes`` ("answered", "retried",
-    "gave up"), then a grey bar for the client's sleep before the next attempt (``sleeps``, one fewer).
+    "gave up") with a diamond where it arrived, then a grey bar for the client's sleep before the next attempt (``sleeps``, one fewer).
     Times are seconds from the start of the call."""
     if not len(labels) == len(starts) == len(ends) == len(outcomes):
         raise ValueError("labels, starts, ends and outcomes need one value per attempt")
@@ -36,6 +36,12 @@ def attempts_timeline(labels: Sequence[str], starts: Sequence[float], ends: Sequ
             marker=dict(color=colour, line=dict(width=1, color="#222222")),
             customdata=[[starts[i], ends[i]] for i in rows],
             hovertemplate="%{y}<br>from %{customdata[0]:.3f} s to %{customdata[1]:.3f} s<extra></extra>",
+        ))
+        figure.add_trace(go.Scatter(  # an answer in a few ms is too short to see as a bar: mark its arrival
+            y=[labels[i] for i in rows], x=[starts[i] for i in rows], mode="markers", name=f"arrived: {outcome}",
+            marker=dict(color=colour, symbol="diamond", size=16, line=dict(width=1, color="#222222")),
+            legendgroup=f"attempt: {outcome}", showlegend=False,
+            hovertemplate="%{y}: arrived at %{x:.3f} s<extra></extra>",
         ))
     if sleeps:
         figure.add_trace(go.Bar(

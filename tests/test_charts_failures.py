@@ -12,7 +12,10 @@ SLEEPS = [0.47, 0.93]
 
 def test_attempts_and_sleeps_are_drawn_where_they_happened():
     figure = attempts_timeline(LABELS, STARTS, ENDS, ["retried", "retried", "answered"], SLEEPS)
-    answered, retried, sleeps = sorted(figure.data, key=lambda trace: trace.name)
+    bars = [trace for trace in figure.data if trace.type == "bar"]
+    answered, retried, sleeps = sorted(bars, key=lambda trace: trace.name)
+    marks = {trace.name: trace for trace in figure.data if trace.type == "scatter"}
+    assert list(marks["arrived: retried"].x) == STARTS[:2] and list(marks["arrived: answered"].x) == STARTS[2:]
     assert (answered.name, retried.name, sleeps.name) == ("attempt: answered", "attempt: retried", "client sleeps")
     assert list(retried.y) == LABELS[:2] and list(retried.base) == STARTS[:2]
     assert list(retried.x) == pytest.approx([0.01, 0.01]) and list(answered.x) == pytest.approx([1.47])
@@ -25,7 +28,7 @@ def test_attempts_and_sleeps_are_drawn_where_they_happened():
 
 def test_a_single_attempt_has_no_sleep_bar():
     figure = attempts_timeline(["1 · 401"], [0.0], [0.01], ["gave up"], [])
-    assert [trace.name for trace in figure.data] == ["attempt: gave up"]
+    assert [trace.name for trace in figure.data] == ["attempt: gave up", "arrived: gave up"]
 
 
 @pytest.mark.parametrize("args", [

@@ -99,7 +99,7 @@ def _attempt_table(run: ClientRun) -> None:
     })
     fitted_table(table, {"attempt": "#", "arrived (s)": "arrived", "status": "status",
                          "the gateway's answer": "answer"},
-                 key="failures_attempts", full_from=900, hide_index=True,
+                 key="failures_attempts", full_from=1300, hide_index=True,
                  narrow_widths={"#": 35, "arrived": 65, "status": 55, "answer": 160})
 
 
@@ -123,8 +123,8 @@ def _holding(run: ClientRun, prompt_tokens: int) -> None:
     elif run.succeeded:
         show_text(run.text)
         usage = run.usage or {}
-        st.caption(f"usage: {usage.get('prompt_tokens')} prompt + {usage.get('completion_tokens')} completion tokens; "
-                   f"x-request-id {run.request_id}")
+        st.caption(f"usage: {literal(usage.get('prompt_tokens'))} prompt + {literal(usage.get('completion_tokens'))} "
+                   f"completion tokens; x-request-id {literal(run.request_id)}")
 
 
 def _show(run: ClientRun, prompt_tokens: int) -> None:
@@ -138,7 +138,7 @@ def _show(run: ClientRun, prompt_tokens: int) -> None:
         st.caption(_bounds(run) + ".")
     _attempt_table(run)
     traceparents = {a.traceparent for a in run.attempts}
-    st.caption(f"Every attempt carried the same W3C traceparent ({run.traceparent}): one user action, "
+    st.caption(f"Every attempt carried the same W3C traceparent ({literal(run.traceparent)}): one user action, "
                f"{len(run.attempts)} attempt(s), tied together." if traceparents == {run.traceparent} else
                "The attempts carried different traceparents.")
     _holding(run, prompt_tokens)
@@ -193,6 +193,8 @@ with stage_page("failures") as settings:
     if chosen is not None:
         plan, client = chosen
         max_tokens = min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS)
+        if max_tokens < int(payload.get("max_tokens") or 0):
+            st.caption(f"max_tokens is capped at {MAX_ANSWER_TOKENS} here: the lesson is in the attempts.")
         with st.spinner("The SDK is calling through the faults…", show_time=True):
             st.session_state[RUN_STATE] = call_through_faults(
                 shared_fault_gateway(), _demo(), plan, client, model.name, payload["messages"], max_tokens,

@@ -293,9 +293,13 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive and chunked streams, as the SDK's client expects
 
     def do_POST(self) -> None:  # noqa: N802 (the http.server name)
-        length = int(self.headers.get("content-length") or 0)
+        try:
+            length = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            length = -1
         if not 0 <= length <= MAX_BODY:
-            _send_json(self, 413, error_envelope(f"Request bodies are limited to {MAX_BODY:,} bytes."), {})
+            _send_json(self, 413, error_envelope(f"A request body needs a content-length of at most {MAX_BODY:,} bytes."),
+                       {})
             self.close_connection = True
             return
         self.server.gateway.handle(self, self.rfile.read(length))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
+
 from lifecycle.faults.plan import Fault
 from lifecycle.serving import model_status
 from tests.pages.harness import plotly_figure, texts
@@ -49,7 +51,10 @@ def test_nothing_is_sent_until_asked_then_a_500_twice_is_retried_and_answered(ru
     arrived = list(table["arrived (s)"])
     assert len(sleeps) == 2 and all(0 < s <= b - a + 0.01 for s, a, b in zip(sleeps, arrived, arrived[1:]))  # 2 decimals
     figure = plotly_figure(app, "failures_timeline")
-    assert {trace.name for trace in figure.data} == {"attempt: retried", "attempt: answered", "client sleeps"}
+    assert {trace.name for trace in figure.data if trace.type == "bar"} == {"attempt: retried", "attempt: answered",
+                                                                          "client sleeps"}
+    retried = next(trace for trace in figure.data if trace.name == "arrived: retried")
+    assert list(retried.x) == pytest.approx(arrived[:2], abs=0.001)
 
 
 def test_a_wrong_key_is_not_retried_and_a_cut_stream_shows_its_partial_text(run_page):
