@@ -125,9 +125,17 @@ def new_traceparent() -> str:
 
 def call_through_faults(gateway: FaultyGateway, demo: DemoGateway, plan: FaultPlan, settings: ClientSettings,
                         model: str, messages: list[dict], max_tokens: int, temperature: float) -> ClientRun:
-    """Make one chat-completions call with the real openai SDK through ``plan``'s faults."""
-    gateway.register(plan, demo)
-    traceparent = new_traceparent()
+    """Make one chat-completions call with the real openai SDK through ``plan``'s faults (registered
+    for this call only)."""
+    with gateway.serving([(plan, demo)]):
+        return sdk_call(gateway, demo, plan, settings, model, messages, max_tokens, temperature)
+
+
+def sdk_call(gateway: FaultyGateway, demo: DemoGateway, plan: FaultPlan, settings: ClientSettings, model: str,
+             messages: list[dict], max_tokens: int, temperature: float, traceparent: str | None = None) -> ClientRun:
+    """One SDK call through ``plan``, already registered on ``gateway`` (so a plan can span several
+    calls, as an application's own retries do); its attempts are those that arrived during this call."""
+    traceparent = traceparent or new_traceparent()
     client = openai.OpenAI(
         base_url=f"{gateway.url}/v1", api_key=WRONG_KEY if plan.fault is Fault.WRONG_KEY else demo.key,
         max_retries=settings.max_retries, timeout=settings.timeout,
@@ -154,8 +162,7 @@ def call_through_faults(gateway: FaultyGateway, demo: DemoGateway, plan: FaultPl
     finally:
         seconds = time.monotonic() - started
         client.close()
-        attempts = gateway.attempts(plan.id, settle=SETTLE)
-        gateway.forget(plan.id)
+    attempts = [a for a in gateway.attempts(plan.id, settle=SETTLE) if a.arrived >= started]
     return ClientRun(plan, settings, attempts, started, seconds, traceparent, plan.fault.streams, **outcome)
 
 

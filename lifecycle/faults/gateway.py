@@ -20,6 +20,8 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -105,6 +107,17 @@ class FaultyGateway:
             while len(self._plans) >= MAX_PLANS:
                 del self._plans[next(iter(self._plans))]
             self._plans[plan.id] = _Entry(plan, demo, now + PLAN_LIFETIME)
+
+    @contextmanager
+    def serving(self, plans: list[tuple[FaultPlan, DemoGateway]]) -> Iterator[None]:
+        """Serve these plans for the length of a ``with`` block."""
+        for plan, demo in plans:
+            self.register(plan, demo)
+        try:
+            yield
+        finally:
+            for plan, _ in plans:
+                self.forget(plan.id)
 
     def attempts(self, plan_id: str, settle: float = 0.0) -> list[Attempt]:
         """The attempts received under ``plan_id``, first first, after waiting up to ``settle``
