@@ -7,6 +7,8 @@ gateway, which injects the fault and forwards the other attempts to this visitor
 the timeline is the gateway's record of the attempts it received.
 """
 
+import inspect
+
 import pandas as pd
 import streamlit as st
 
@@ -14,6 +16,9 @@ from charts.failures import attempts_timeline
 from lifecycle.faults.client import (
     INVALID_TEMPERATURE, MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT, ClientRun, ClientSettings, SdkRetryPolicy,
     call_through_faults,
+)
+from lifecycle.faults.patterns import (
+    Call, CircuitBreaker, PatternRun, Route, circuit_breaker, deadline, fall_back, rotate_keys_on_429, worth_retrying,
 )
 from lifecycle.faults.gateway import PLAN_HEADER, shared_fault_gateway
 from lifecycle.faults.plan import LABELS, MAX_CUT_AFTER, MAX_DELAY, MAX_FAILURES, MAX_RETRY_AFTER, Fault, FaultPlan
@@ -176,6 +181,96 @@ def _policy_details(policy: SdkRetryPolicy) -> None:
         )
 
 
+PATTERNS = {
+    "rotate": "Rotate to a second key on 429",
+    "fallback": "Fall back to another route",
+    "breaker": "Circuit breaker",
+    "deadline": "Deadline for the whole call (tenacity)",
+}
+PATTERN_STATE = "failures_pattern_run"
+SECOND_DEMO_STATE = "failures_demo_second"  # a second key of your own, with its own buckets
+ROTATE_RETRY_AFTER = 20.0
+
+
+def _second_demo() -> DemoGateway:
+    if SECOND_DEMO_STATE not in st.session_state:
+        st.session_state[SECOND_DEMO_STATE] = DemoGateway(requests_per_minute=DEMO_REQUESTS_PER_MINUTE)
+    return st.session_state[SECOND_DEMO_STATE]
+
+
+def _pattern_setup(name: str):
+    """(what it runs against, the function, the code shown, a function running it) for pattern ``name``."""
+    first, second = _demo(), _second_demo()
+    if name == "rotate":
+        routes = [Route("key A", first, FaultPlan(Fault.RATE_LIMIT, MAX_FAILURES, ROTATE_RETRY_AFTER)),
+                  Route("key B", second, FaultPlan(Fault.NONE))]
+        return (f"key A is rate-limited (429, retry-after {ROTATE_RETRY_AFTER:g} s); key B, a second key of yours "
+                "with its own buckets, is not. The SDK's own retries are off (max_retries=0): the application "
+                "decides.", routes, [inspect.getsource(rotate_keys_on_429)],
+                lambda call: rotate_keys_on_429(call, routes, ClientSettings(0)))
+    if name == "fallback":
+        routes = [Route("primary", first, FaultPlan(Fault.UNAVAILABLE, MAX_FAILURES)),
+                  Route("fallback", second, FaultPlan(Fault.NONE))]
+        return ("The primary route answers 503 on every attempt; the fallback route (another provider or model, "
+                "here your second demo gateway) is healthy. The SDK retries once on each route (max_retries=1).",
+                routes, [inspect.getsource(worth_retrying), inspect.getsource(fall_back)],
+                lambda call: fall_back(call, routes, ClientSettings(1)))
+    if name == "breaker":
+        routes = [Route("flaky", first, FaultPlan(Fault.SERVER_ERROR, 4))]
+        return ("Ten user actions 0.4 s apart against a route whose first 4 attempts answer 500; a breaker opens "
+                "after 3 failures in a row, for 1 s.", routes,
+                [inspect.getsource(CircuitBreaker), inspect.getsource(circuit_breaker)],
+                lambda call: circuit_breaker(call, routes[0], ClientSettings(0)))
+    routes = [Route("down", first, FaultPlan(Fault.UNAVAILABLE, MAX_FAILURES))]
+    return ("A route that answers 503 to everything, and 3 s for the whole call: tenacity retries with "
+            "exponential backoff and jitter until the next sleep would pass the deadline.", routes,
+            [inspect.getsource(deadline)], lambda call: deadline(call, routes[0], ClientSettings(0, 10.0), 3.0))
+
+
+def _pattern_section(model_name: str, payload: dict, max_tokens: int) -> None:
+    st.subheader("What an application adds on top", anchor=False)
+    name = st.selectbox("Pattern", list(PATTERNS), format_func=PATTERNS.get, key="failures_pattern")
+    setup, routes, sources, run_it = _pattern_setup(name)
+    st.markdown(setup)
+    if st.button("Run it live", icon=":material/play_arrow:", key="failures_pattern_send"):
+        call = Call(shared_fault_gateway(), model_name, payload["messages"], max_tokens,
+                    float(payload.get("temperature", 1.0)))
+        with st.spinner("The pattern is running…", show_time=True):
+            with shared_fault_gateway().serving([(r.plan, r.demo) for r in routes]):
+                st.session_state[PATTERN_STATE] = (name, run_it(call))
+    done = st.session_state.get(PATTERN_STATE)
+    if done is not None and done[0] == name:
+        _show_pattern(done[1])
+    with st.expander("The code that ran", icon=":material/code:"):
+        for source in sources:
+            st.code(source, language="python")
+
+
+def _show_pattern(pattern: PatternRun) -> None:
+    sent = [s for s in pattern.steps if s.run is not None]
+    answer = pattern.answer
+    st.markdown(
+        f"**{len(pattern.steps)} call(s)** in **{ms(pattern.seconds)}**, {len(sent)} sent, "
+        f"{len(pattern.steps) - len(sent)} failed fast without sending, "
+        f"{sum(len(s.run.attempts) for s in sent)} attempt(s) on the wire; "
+        + (f"answered by **{literal(next(s.route for s in pattern.steps if s.run is answer))}**."
+           if answer is not None else "no answer.")
+    )
+    fitted_table(pd.DataFrame({
+        "call": range(1, len(pattern.steps) + 1),
+        "route": [s.route for s in pattern.steps],
+        "at (s)": [round(s.at, 3) for s in pattern.steps],
+        "attempts": [None if s.run is None else len(s.run.attempts) for s in pattern.steps],
+        "status": [None if s.run is None else (s.run.error_status or (200 if s.run.succeeded else None))
+                   for s in pattern.steps],
+        "what happened": [s.note for s in pattern.steps],
+        "x-request-id": [None if s.run is None else s.run.request_id for s in pattern.steps],
+    }), {"call": "#", "route": "route", "status": "status", "what happened": "what happened"},
+        key="failures_pattern_steps", full_from=1000, hide_index=True,
+        narrow_widths={"#": 35, "route": 75, "status": 55, "what happened": 170})
+    st.caption(f"All of it under one traceparent, {literal(pattern.traceparent)}.")
+
+
 with stage_page("failures") as settings:
     model = loaded_model()
     policy = SdkRetryPolicy()
@@ -205,3 +300,4 @@ with stage_page("failures") as settings:
     else:
         _show(run, prompt_tokens)
     _policy_details(policy)
+    _pattern_section(model.name, payload, min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS))

@@ -1,5 +1,5 @@
 """The Failures page in a real browser on a phone, a laptop and a projector (presenter mode): a real SDK call
-through a 500 twice, its timeline and attempt table drawn without cut tables or overlapping chart labels."""
+through a 500 twice and a key rotated on 429, the timeline and tables drawn without cut tables or overlapping chart labels."""
 
 from __future__ import annotations
 
@@ -28,4 +28,9 @@ def test_a_500_twice_is_drawn_attempt_by_attempt(app_url, page, screenshots, wid
     assert "The SDK made 3 attempt(s)" in text and "backoff allows" in text
     expect(page.locator(".js-plotly-plot")).to_have_count(1)
     assert chart_text_problems(page) == [] and table_problems(page) == []
+    page.get_by_role("button", name="Run it live").click()  # the first pattern: rotate keys on 429
+    wait_idle(page)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    assert "answered by key B" in main_text(page)
+    assert table_problems(page) == []
     full_screenshot(page, screenshots / f"failures-{width}x{height}{'-present' if present else ''}.png")

@@ -68,3 +68,16 @@ def test_a_wrong_key_is_not_retried_and_a_cut_stream_shows_its_partial_text(run_
     held = next(m.value for m in app.markdown if "streamed token(s)" in m.value)
     assert held.startswith("**2** streamed token(s)") and "finish_reason **None**" in held and "usage **none**" in held
     assert any(t and t != "∅" for t in texts(app))
+
+
+def test_a_pattern_runs_live_and_shows_the_code_it_ran(run_page):
+    app = run_page("failures", prompt=PROMPT, max_tokens=4, temperature=0)
+    app.selectbox(key="failures_pattern").set_value("rotate")
+    app = app.button(key="failures_pattern_send").click().run()
+    assert not app.exception and not app.error
+    steps = next(frame.value for frame in app.dataframe if "what happened" in frame.value.columns
+                 and "x-request-id" in frame.value.columns)
+    assert list(steps["route"]) == ["key A", "key B"] and list(steps["status"]) == [429, 200]
+    summary = next(m.value for m in app.markdown if m.value.startswith("**2 call(s)**"))
+    assert "answered by **key B**" in summary
+    assert any("def rotate_keys_on_429" in code.value for code in app.code)
