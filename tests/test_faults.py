@@ -172,3 +172,18 @@ def test_the_stated_policy_is_the_installed_sdks():
         _constants.INITIAL_RETRY_DELAY, _constants.MAX_RETRY_DELAY, _constants.MAX_RETRY_AFTER_DELAY)
     assert policy.backoff_bounds(0)[1] == _constants.INITIAL_RETRY_DELAY
     assert policy.backoff_bounds(50)[1] == _constants.MAX_RETRY_DELAY  # capped
+
+
+def test_the_ledger_sets_the_reported_usage_against_the_estimate(call):
+    from lifecycle.context import render_messages
+    from lifecycle.faults.ledger import ledger
+
+    run = call(FaultPlan(Fault.NONE), max_tokens=6)
+    estimated_prompt = len(render_messages(MESSAGES).ids)
+    estimate, reported, difference = ledger(estimated_prompt, 6, run.usage, input_price=2.0, output_price=8.0)
+    assert reported.input_tokens == run.usage["prompt_tokens"] == estimated_prompt  # the tokenizer's count held
+    assert reported.output_tokens == run.usage["completion_tokens"] <= 6
+    assert difference.output_tokens == reported.output_tokens - 6 <= 0
+    assert reported.cost == pytest.approx((reported.input_tokens * 2.0 + reported.output_tokens * 8.0) / 1e6)
+    assert difference.cost == pytest.approx(reported.cost - estimate.cost)
+    assert len(ledger(estimated_prompt, 6, None, 1.0, 1.0)) == 1  # a cut stream: no usage to set against it

@@ -21,6 +21,7 @@ from lifecycle.faults.patterns import (
     Call, CircuitBreaker, PatternRun, Route, circuit_breaker, deadline, fall_back, rotate_keys_on_429, worth_retrying,
 )
 from lifecycle.faults.gateway import PLAN_HEADER, shared_fault_gateway
+from lifecycle.faults.ledger import ledger
 from lifecycle.faults.plan import LABELS, MAX_CUT_AFTER, MAX_DELAY, MAX_FAILURES, MAX_RETRY_AFTER, Fault, FaultPlan
 from lifecycle.context import render_messages
 from lifecycle.journey import journey_request
@@ -132,7 +133,7 @@ def _holding(run: ClientRun, prompt_tokens: int) -> None:
                    f"completion tokens; x-request-id {literal(run.request_id)}")
 
 
-def _show(run: ClientRun, prompt_tokens: int) -> None:
+def _show(run: ClientRun, prompt_tokens: int, max_tokens: int) -> None:
     st.markdown(_summary(run))
     figure = attempts_timeline(
         [f"{a.number} · {a.status if a.status is not None else '—'}" for a in run.attempts],
@@ -147,6 +148,28 @@ def _show(run: ClientRun, prompt_tokens: int) -> None:
                f"{len(run.attempts)} attempt(s), tied together." if traceparents == {run.traceparent} else
                "The attempts carried different traceparents.")
     _holding(run, prompt_tokens)
+    _ledger(run, prompt_tokens, max_tokens)
+
+
+def _ledger(run: ClientRun, prompt_tokens: int, max_tokens: int) -> None:
+    with st.expander("Cost ledger: the estimate before the call, the usage reported, the difference",
+                     icon=":material/receipt_long:"):
+        left, right = st.columns(2)
+        input_price = left.number_input("Price per 1M input tokens", 0.0, 1000.0, 1.0, 0.1, key="failures_in_price")
+        output_price = right.number_input("Price per 1M output tokens", 0.0, 1000.0, 4.0, 0.1,
+                                          key="failures_out_price")
+        st.caption("Example prices, not any vendor's: set your own.")
+        lines = ledger(prompt_tokens, max_tokens, run.usage, float(input_price), float(output_price))
+        st.dataframe(pd.DataFrame({
+            "line": [line.label for line in lines],
+            "input tokens": [line.input_tokens for line in lines],
+            "output tokens": [line.output_tokens for line in lines],
+            "cost": [f"{line.cost:.6f}" for line in lines],
+        }), hide_index=True, key="failures_ledger")
+        if run.usage is None:
+            st.markdown("No usage came back, so there is nothing to reconcile: the server may still bill what it "
+                        "generated. Keep each attempt's x-request-id: it is what a support ticket or an invoice "
+                        "dispute starts from.")
 
 
 def _policy_details(policy: SdkRetryPolicy) -> None:
@@ -298,6 +321,6 @@ with stage_page("failures") as settings:
     if run is None:
         st.caption("Nothing sent yet.")
     else:
-        _show(run, prompt_tokens)
+        _show(run, prompt_tokens, run.max_tokens)
     _policy_details(policy)
     _pattern_section(model.name, payload, min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS))

@@ -91,6 +91,7 @@ class ClientRun:
     error_status: int | None = None
     request_id: str | None = None  # what the SDK reports as the call's x-request-id
     chunks: int = 0  # content chunks the client received (streamed calls)
+    max_tokens: int = 0  # what the request asked for: the output a limiter or a budget reserves
     policy: SdkRetryPolicy = field(default_factory=SdkRetryPolicy)
 
     @property
@@ -144,7 +145,7 @@ def sdk_call(gateway: FaultyGateway, demo: DemoGateway, plan: FaultPlan, setting
     if plan.fault is Fault.INVALID_PARAMETER:
         temperature = INVALID_TEMPERATURE
     request = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature}
-    outcome: dict = {}
+    outcome: dict = {"max_tokens": max_tokens}
     started = time.monotonic()
     try:
         if plan.fault.streams:

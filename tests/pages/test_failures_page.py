@@ -50,6 +50,8 @@ def test_nothing_is_sent_until_asked_then_a_500_twice_is_retried_and_answered(ru
     sleeps = [float(s) for s in re.findall(r"([\d.]+) s", summary.split("sleeping", 1)[1].split("between")[0])]
     arrived = list(table["arrived (s)"])
     assert len(sleeps) == 2 and all(0 < s <= b - a + 0.01 for s, a, b in zip(sleeps, arrived, arrived[1:]))  # 2 decimals
+    ledger = next(frame.value for frame in app.dataframe if "output tokens" in frame.value.columns)
+    assert list(ledger["output tokens"])[0] == 4 and list(ledger["input tokens"])[1] == list(ledger["input tokens"])[0]
     figure = plotly_figure(app, "failures_timeline")
     assert {trace.name for trace in figure.data if trace.type == "bar"} == {"attempt: retried", "attempt: answered",
                                                                           "client sleeps"}
