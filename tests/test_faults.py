@@ -187,3 +187,22 @@ def test_the_ledger_sets_the_reported_usage_against_the_estimate(call):
     assert reported.cost == pytest.approx((reported.input_tokens * 2.0 + reported.output_tokens * 8.0) / 1e6)
     assert difference.cost == pytest.approx(reported.cost - estimate.cost)
     assert len(ledger(estimated_prompt, 6, None, 1.0, 1.0)) == 1  # a cut stream: no usage to set against it
+
+
+@pytest.mark.parametrize("sent, kept", [
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", True),
+    ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", False),  # an all-zero trace id is invalid
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", False),
+    ("<script>", False),
+])
+def test_the_api_echoes_a_valid_traceparent_and_keeps_it_in_the_call_log(gateway, demo, loaded, sent, kept):
+    plan = FaultPlan(Fault.NONE)
+    with gateway.serving([(plan, demo)]):
+        answer = httpx.post(f"{gateway.url}/v1/chat/completions",
+                            json={"model": loaded.name, "messages": MESSAGES, "max_tokens": 1},
+                            headers={"authorization": f"Bearer {demo.key}", PLAN_HEADER: plan.id, "traceparent": sent},
+                            timeout=60)
+    assert answer.status_code == 200
+    record = demo.server.log.get(answer.headers["x-request-id"])
+    assert answer.headers.get("traceparent") == (sent if kept else None)
+    assert record.journey["request"].get("traceparent") == (sent if kept else None)
