@@ -8,6 +8,7 @@ the timeline is the gateway's record of the attempts it received.
 """
 
 import inspect
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
@@ -32,6 +33,7 @@ from ui.text import literal, ms
 
 DEMO_STATE = "failures_demo"  # session state: this visitor's own demo gateway behind the faults
 RUN_STATE = "failures_run"
+RESEND_STATE = "failures_resend_run"  # (the cut run's traceparent, the call that sent it all again)
 DEMO_REQUESTS_PER_MINUTE = 30
 MAX_ANSWER_TOKENS = 24  # a failure is about the attempts, not a long answer: each attempt that reaches the model stays short
 
@@ -109,7 +111,28 @@ def _attempt_table(run: ClientRun) -> None:
                  narrow_widths={"#": 35, "arrived": 65, "status": 55, "answer": 160})
 
 
-def _holding(run: ClientRun, prompt_tokens: int) -> None:
+def _recovery(run: ClientRun, resend: Callable[[], ClientRun]) -> None:
+    """Recover a cut stream the only way there is: send the whole request again, and show what it cost."""
+    if st.button("Send the whole request again", icon=":material/replay:", key="failures_resend"):
+        with st.spinner("Sending it again…", show_time=True):
+            st.session_state[RESEND_STATE] = (run.traceparent, resend())
+    done = st.session_state.get(RESEND_STATE)
+    if done is None or done[0] != run.traceparent:
+        return
+    again = done[1]
+    if not again.succeeded or again.usage is None:
+        st.markdown(f"The second call failed too: **{literal(again.error)}**.")
+        return
+    usage = again.usage
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    st.markdown(
+        f"The second call paid for **{usage['prompt_tokens']:,} prompt tokens** again, **{cached:,}** of them served "
+        f"from the server's prefix cache (`cached_tokens`), and answered {usage['completion_tokens']:,} token(s) in "
+        f"{ms(again.seconds)}, finish_reason **{literal(again.finish_reason)}**:")
+    show_text(again.text)
+
+
+def _holding(run: ClientRun, prompt_tokens: int, resend: Callable[[], ClientRun]) -> None:
     st.subheader("What the client holds", anchor=False)
     if run.error is not None:
         st.markdown(f"An exception, **{literal(run.error)}**"
@@ -126,6 +149,7 @@ def _holding(run: ClientRun, prompt_tokens: int) -> None:
                 + f" (**{prompt_tokens:,}** prompt tokens by the model's tokenizer, less whatever the server's prefix "
                 "cache still holds of them)."
             )
+            _recovery(run, resend)
     elif run.succeeded:
         show_text(run.text)
         usage = run.usage or {}
@@ -133,7 +157,7 @@ def _holding(run: ClientRun, prompt_tokens: int) -> None:
                    f"completion tokens; x-request-id {literal(run.request_id)}")
 
 
-def _show(run: ClientRun, prompt_tokens: int, max_tokens: int) -> None:
+def _show(run: ClientRun, prompt_tokens: int, max_tokens: int, resend: Callable[[], ClientRun]) -> None:
     st.markdown(_summary(run))
     figure = attempts_timeline(
         [f"{a.number} · {a.status if a.status is not None else '—'}" for a in run.attempts],
@@ -147,7 +171,7 @@ def _show(run: ClientRun, prompt_tokens: int, max_tokens: int) -> None:
     st.caption(f"Every attempt carried the same W3C traceparent ({literal(run.traceparent)}): one user action, "
                f"{len(run.attempts)} attempt(s), tied together." if traceparents == {run.traceparent} else
                "The attempts carried different traceparents.")
-    _holding(run, prompt_tokens)
+    _holding(run, prompt_tokens, resend)
     _ledger(run, prompt_tokens, max_tokens)
 
 
@@ -321,6 +345,10 @@ with stage_page("failures") as settings:
     if run is None:
         st.caption("Nothing sent yet.")
     else:
-        _show(run, prompt_tokens, run.max_tokens)
+        def resend() -> ClientRun:
+            return call_through_faults(shared_fault_gateway(), _demo(), FaultPlan(Fault.NONE), run.settings, model.name,
+                                       payload["messages"], run.max_tokens, float(payload.get("temperature", 1.0)))
+
+        _show(run, prompt_tokens, run.max_tokens, resend)
     _policy_details(policy)
     _pattern_section(model.name, payload, min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS))

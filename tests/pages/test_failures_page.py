@@ -70,6 +70,11 @@ def test_a_wrong_key_is_not_retried_and_a_cut_stream_shows_its_partial_text(run_
     held = next(m.value for m in app.markdown if "streamed token(s)" in m.value)
     assert held.startswith("**2** streamed token(s)") and "finish_reason **None**" in held and "usage **none**" in held
     assert any(t and t != "∅" for t in texts(app))
+    app = app.button(key="failures_resend").click().run()  # recovery: the whole request again
+    assert not app.exception
+    paid = next(m.value for m in app.markdown if m.value.startswith("The second call paid for"))
+    prompt, cached = (int(n.replace(",", "")) for n in re.findall(r"\*\*([\d,]+)", paid)[:2])
+    assert prompt > 0 and 0 < cached <= prompt  # the first call's prompt is still in the prefix cache
 
 
 def test_a_pattern_runs_live_and_shows_the_code_it_ran(run_page):
