@@ -88,3 +88,15 @@ def test_a_pattern_runs_live_and_shows_the_code_it_ran(run_page):
     summary = next(m.value for m in app.markdown if m.value.startswith("**2 call(s)**"))
     assert "answered by **key B**" in summary
     assert any("def rotate_keys_on_429" in code.value for code in app.code)
+
+
+@pytest.mark.parametrize("fault", list(Fault), ids=[f.value for f in Fault])
+def test_every_fault_runs_clean_and_states_this_runs_attempts(run_page, fault):
+    app = run_page("failures", prompt=PROMPT, max_tokens=4, temperature=0)
+    app.number_input(key="failures_timeout").set_value(1.0)
+    app = _call(app, fault, failures=1, retries=1, delay=1.5, retry_after=0.5, cut=1)
+    assert not app.exception and not app.error
+    table = _attempts(app)
+    assert _summary(app).startswith(f"The SDK made **{len(table)} attempt(s)**")
+    expected = 1 if fault in (Fault.NONE, Fault.STREAM_CUT, Fault.WRONG_KEY, Fault.INVALID_PARAMETER) else 2
+    assert len(table) == expected and list(table["attempt"]) == list(range(1, expected + 1))
