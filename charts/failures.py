@@ -16,7 +16,8 @@ def attempts_timeline(labels: Sequence[str], starts: Sequence[float], ends: Sequ
                       outcomes: Sequence[str], sleeps: Sequence[float]) -> go.Figure:
     """One row per attempt, first at the top: a bar from when the gateway received it (``starts``) to
     when the client was done with it (``ends``), coloured by ``outcomes`` ("answered", "retried",
-    "gave up") with a diamond where it arrived, then a grey bar for the client's sleep before the next attempt (``sleeps``, one fewer).
+    "gave up") with a diamond where it arrived, then a grey bar for the client's sleep before the next
+    attempt (``sleeps``, one fewer).
     Times are seconds from the start of the call."""
     if not len(labels) == len(starts) == len(ends) == len(outcomes):
         raise ValueError("labels, starts, ends and outcomes need one value per attempt")

@@ -14,17 +14,17 @@ import pandas as pd
 import streamlit as st
 
 from charts.failures import attempts_timeline
+from lifecycle.context import render_messages
 from lifecycle.faults.client import (
     INVALID_TEMPERATURE, MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT, ClientRun, ClientSettings, SdkRetryPolicy,
     call_through_faults,
 )
+from lifecycle.faults.gateway import PLAN_HEADER, shared_fault_gateway
+from lifecycle.faults.ledger import ledger
 from lifecycle.faults.patterns import (
     Call, CircuitBreaker, PatternRun, Route, circuit_breaker, deadline, fall_back, rotate_keys_on_429, worth_retrying,
 )
-from lifecycle.faults.gateway import PLAN_HEADER, shared_fault_gateway
-from lifecycle.faults.ledger import ledger
 from lifecycle.faults.plan import LABELS, MAX_CUT_AFTER, MAX_DELAY, MAX_FAILURES, MAX_RETRY_AFTER, Fault, FaultPlan
-from lifecycle.context import render_messages
 from lifecycle.journey import journey_request
 from lifecycle.server.demo import DemoGateway
 from ui.frame import lesson, loaded_model, show_text, stage_page
@@ -35,7 +35,7 @@ DEMO_STATE = "failures_demo"  # session state: this visitor's own demo gateway b
 RUN_STATE = "failures_run"
 RESEND_STATE = "failures_resend_run"  # (the cut run's traceparent, the call that sent it all again)
 DEMO_REQUESTS_PER_MINUTE = 30
-MAX_ANSWER_TOKENS = 24  # a failure is about the attempts, not a long answer: each attempt that reaches the model stays short
+MAX_ANSWER_TOKENS = 24  # the lesson is in the attempts: each one that reaches the model stays short
 
 
 def _demo() -> DemoGateway:
@@ -331,10 +331,10 @@ with stage_page("failures") as settings:
     )
     payload = journey_request(settings.journey_input(), model=model.name).to_payload()
     prompt_tokens = len(render_messages(payload["messages"]).ids)
+    max_tokens = min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS)
     chosen = _form()
     if chosen is not None:
         plan, client = chosen
-        max_tokens = min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS)
         if max_tokens < int(payload.get("max_tokens") or 0):
             st.caption(f"max_tokens is capped at {MAX_ANSWER_TOKENS} here: the lesson is in the attempts.")
         with st.spinner("The SDK is calling through the faults…", show_time=True):
@@ -351,4 +351,4 @@ with stage_page("failures") as settings:
 
         _show(run, prompt_tokens, run.max_tokens, resend)
     _policy_details(policy)
-    _pattern_section(model.name, payload, min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS))
+    _pattern_section(model.name, payload, max_tokens)
