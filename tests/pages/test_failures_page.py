@@ -9,11 +9,24 @@ import time
 import pytest
 
 from lifecycle.faults.plan import Fault
+from lifecycle.server.demo import DemoGateway
 from lifecycle.serving import model_status
 from tests.pages.harness import plotly_figure, texts
 
 PROMPT = "Name a colour."
 READY_TRIES = 240
+
+
+@pytest.fixture(scope="module", autouse=True)
+def api_ready(loaded):
+    """A demo gateway's routes start the API's model loading once per process (app.py does it at start):
+    wait until the API is ready, as it is in the running app, so no call here meets a 503 of its own."""
+    DemoGateway()
+    for _ in range(READY_TRIES):
+        if model_status().state == "ready":
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the API never got ready: {model_status()}")
 
 
 def _call(app, fault: Fault, failures: int = 2, retries: int = 2, **fields):
@@ -37,10 +50,6 @@ def test_nothing_is_sent_until_asked_then_a_500_twice_is_retried_and_answered(ru
     app = run_page("failures", prompt=PROMPT, max_tokens=4, temperature=0)
     assert not app.exception and not app.error
     assert any(c.value == "Nothing sent yet." for c in app.caption)
-    for _ in range(READY_TRIES):  # the demo gateway's routes start the API's loading: wait until it is ready
-        if model_status().state == "ready":
-            break
-        time.sleep(0.5)
     app = _call(app, Fault.SERVER_ERROR)
     assert not app.exception and not app.error
     table = _attempts(app)
@@ -100,3 +109,13 @@ def test_every_fault_runs_clean_and_states_this_runs_attempts(run_page, fault):
     assert _summary(app).startswith(f"The SDK made **{len(table)} attempt(s)**")
     expected = 1 if fault in (Fault.NONE, Fault.STREAM_CUT, Fault.WRONG_KEY, Fault.INVALID_PARAMETER) else 2
     assert len(table) == expected and list(table["attempt"]) == list(range(1, expected + 1))
+
+
+@pytest.mark.parametrize("pattern, answered_by", [("fallback", "fallback"), ("breaker", "flaky"), ("deadline", None)])
+def test_every_pattern_runs_clean(run_page, pattern, answered_by):
+    app = run_page("failures", prompt=PROMPT, max_tokens=4, temperature=0)
+    app.selectbox(key="failures_pattern").set_value(pattern)
+    app = app.button(key="failures_pattern_send").click().run()
+    assert not app.exception and not app.error
+    summary = next(m.value for m in app.markdown if re.match(r"\*\*\d+ call\(s\)\*\*", m.value))
+    assert (f"answered by **{answered_by}**" in summary) if answered_by else summary.endswith("no answer.")
