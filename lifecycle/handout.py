@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from lifecycle.faults.client import SdkRetryPolicy
 from lifecycle.journey import Journey
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, tokenize
 from lifecycle.vocabulary import TOKEN_NOTATION, show_token
@@ -30,6 +31,19 @@ class HandoutSection:
     facts: list[tuple[str, str]]
     figures: list[str] = field(default_factory=list)
     literal: str = ""  # text shown as-is in a monospace block (a request body, the answer)
+
+
+def _failures_section() -> HandoutSection:
+    """What the installed openai SDK does when a call fails (no fault is part of this run)."""
+    policy = SdkRetryPolicy()
+    shortest, longest = policy.backoff_bounds(0)
+    return HandoutSection(
+        "Failures and retries", "The call is an HTTP request to a remote service and fails like one. The official "
+        "openai SDK retries connection errors, timeouts, 408, 409, 429 and 5xx answers with exponential backoff and "
+        "jitter (or what a retry-after asks), never a 400 or 401.",
+        [("openai SDK", policy.version), ("retries by default", str(policy.default_max_retries)),
+         ("first backoff", f"{shortest:.3f}-{longest:.3f} s"), ("longest backoff", f"{policy.max_delay:g} s"),
+         ("retry-after honoured up to", f"{policy.max_retry_after:g} s")])
 
 
 def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, heads: int, kv_heads: int) -> list[HandoutSection]:
@@ -55,6 +69,7 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
                        [("routed to", journey.model_name),
                         ("tokens a limiter reserves", f"{budget.prompt_tokens + (request.max_tokens or 0):,} "
                                                       "(prompt + max_tokens)")]),
+        _failures_section(),
         HandoutSection("Tokenization", f"The text becomes token ids from the model's vocabulary. {TOKEN_NOTATION}",
                        [("characters", f"{len(user_tokens.text):,}"), ("tokens", f"{user_tokens.count:,}"),
                         ("characters per token", f"{len(user_tokens.text) / max(1, user_tokens.count):.2f}")]

@@ -42,6 +42,12 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             ":material/shield:",
             "API key check, rate limits, routing and the call log before any model runs.",
         ),
+        StagePage(
+            "Failures and retries",
+            "failures",
+            ":material/sync_problem:",
+            "A real client against real faults: what it retries, how long it waits, where it gives up.",
+        ),
     ),
     "Inside the model": (
         StagePage(

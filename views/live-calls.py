@@ -13,6 +13,7 @@ import shlex
 from collections import Counter
 from urllib.parse import urlsplit
 
+import pandas as pd
 import streamlit as st
 
 from charts.context import budget_chart
@@ -154,6 +155,22 @@ def _recent_table(records: list[CallRecord]) -> None:
                  selection_mode="single-row")
     newest = "The newest call" if len(records) == 1 else f"The newest {len(records)} calls"
     st.caption(f"{newest} you may see. Click a row, or pick its id below, to open it.")
+
+
+def _usage_per_key(records: list[CallRecord]) -> None:
+    """The usage the server reported, summed per key name as a bill would (calls without usage count 0)."""
+    with st.expander("Usage per key, as the bill would sum it", icon=":material/receipt_long:"):
+        frame = pd.DataFrame({
+            "key name": [r.key_name for r in records],
+            "calls": [1] * len(records),
+            "prompt tokens": [r.prompt_tokens or 0 for r in records],
+            "completion tokens": [r.completion_tokens or 0 for r in records],
+        })
+        totals = frame.groupby("key name", as_index=False).sum()
+        totals["total tokens"] = totals["prompt tokens"] + totals["completion tokens"]
+        st.dataframe(totals, hide_index=True, key="usage_per_key")
+        st.caption(f"Over the {len(records)} call(s) listed above. Keep each call's x-request-id and usage: they "
+                   "are what an invoice is reconciled against.")
 
 
 def _pick_call(log: CallLog, records: list[CallRecord], reader: CallReader) -> CallRecord | None:
@@ -313,6 +330,7 @@ with stage_page("live-calls", needs_prompt=False) as settings:
     st.subheader("Recent calls", anchor=False)
     if records:
         _recent_table(records)
+        _usage_per_key(records)
     else:
         st.info("No call to show yet. Present your key above, then send a call with the snippets; it appears here.")
     selected = _pick_call(log, records, reader)

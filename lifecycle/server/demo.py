@@ -49,6 +49,11 @@ class DemoGateway:
         ))
         self._app = Starlette(routes=api_routes(server=self.server))
 
+    @property
+    def app(self) -> Starlette:
+        """This gateway's ASGI app, for a server put in front of it (the Failures page's faulty gateway)."""
+        return self._app
+
     def send(self, payload: dict, presented_key: str | None) -> DemoAnswer:
         """POST ``payload`` to /v1/chat/completions as a client presenting ``presented_key``."""
         headers = {"content-type": "application/json"}

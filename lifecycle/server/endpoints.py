@@ -35,6 +35,7 @@ from lifecycle.server.response_store import ResponseStore
 from lifecycle.server.responses_request import ResponsesRequest, validate_responses_request
 from lifecycle.server.responses_worker import ResponsesJob
 from lifecycle.server.worker import CancellingStream, GenerationJob
+from lifecycle.server.tracing import TRACEPARENT, accepted_traceparent
 from lifecycle.vocabulary import token_bytes
 from lifecycle.serving import LiveCall, QueueFull, model_queue, model_status, start_model_loading
 
@@ -62,6 +63,9 @@ class ApiServer:
 
     def _finish(self, exchange: Exchange, response: Response) -> Response:
         response.headers["x-request-id"] = exchange.id
+        traceparent = exchange.journey.get("request", {}).get(TRACEPARENT)
+        if traceparent is not None:
+            response.headers[TRACEPARENT] = traceparent
         return response
 
     def _save(self, exchange: Exchange) -> None:
@@ -87,6 +91,9 @@ class ApiServer:
         async def guarded(request: Request) -> Response:
             exchange = Exchange(new_request_id())
             exchange.journey["request"] = {"method": request.method, "path": request.url.path}
+            traceparent = accepted_traceparent(request.headers.get(TRACEPARENT))
+            if traceparent is not None:
+                exchange.journey["request"][TRACEPARENT] = traceparent
             try:
                 return await endpoint(request, exchange)
             except ApiError as error:

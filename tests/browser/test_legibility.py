@@ -26,6 +26,7 @@ MAIN_VISUAL = {
     "": '[data-testid="stColumn"] [data-testid="stPageLink"]',  # the journey map itself
     "request": '[data-testid="stCode"]',  # the request body
     "gateway": '[data-testid="stColumn"]',  # the call's steps through the gateway
+    "failures": '[data-testid="stForm"]',  # the fault and the client's settings (the timeline comes once sent)
     "tokenization": ".token-chips",  # the prompt cut into tokens
     "live-calls": '[data-testid="stMetric"]',  # the model and its queue, live
     "sampling": ".live-sampling svg",  # the live chart (ui/live_sampling.js), drawn in SVG, not Plotly

@@ -231,3 +231,17 @@ def test_a_waiting_call_is_listed_live(run_page, server, loaded):
         assert _metrics(app)["Waiting in the queue"] == "1"
     worker.join(120)
     assert results["answer"].usage.completion_tokens == 1
+
+
+def test_usage_is_summed_per_key_as_a_bill_would(run_page, calls):
+    app = open_page(run_page)
+    listed = _table(app, "TTFT (ms)")
+    totals = _table(app, "total tokens").set_index("key name")
+    mine = listed[listed["key name"] == KEY_NAME]
+    assert totals.loc[KEY_NAME, "calls"] == len(mine)
+    assert totals.loc[KEY_NAME, "prompt tokens"] == mine["prompt tokens"].fillna(0).sum()
+    assert totals.loc[KEY_NAME, "completion tokens"] == mine["completion tokens"].fillna(0).sum()
+    assert totals.loc[KEY_NAME, "total tokens"] == (totals.loc[KEY_NAME, "prompt tokens"]
+                                                    + totals.loc[KEY_NAME, "completion tokens"])
+    assert (calls["streamed"]["usage"]["prompt_tokens"] + calls["plain"]["usage"]["prompt_tokens"]
+            <= totals.loc[KEY_NAME, "prompt tokens"])
