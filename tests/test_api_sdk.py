@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import openai
@@ -132,10 +133,13 @@ def test_a_request_over_the_whole_minute_budget_is_400_and_429_only_when_waiting
         assert caught.value.code == "request_too_large" and "200 tokens per minute" in caught.value.message
         assert "retry-after" not in caught.value.response.headers
         assert [r.status for r in _rows_since(server, started)] == [400]
-        answer = client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=150)
-        assert answer.usage.prompt_tokens + 150 <= 200  # the same key, a request the minute's budget holds
-        with pytest.raises(openai.RateLimitError) as refused:  # the bucket refills: waiting helps
+        answer = client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=2)
+        assert answer.choices[0].message.content  # the same key, a request the minute's budget holds
+        assert answer.usage.prompt_tokens + 150 <= 200  # so the next one fits a full bucket
+        assert server.limiter.decide("tester", math.floor(server.limiter.snapshot("tester").tokens)).allowed
+        with pytest.raises(openai.RateLimitError) as refused:  # the bucket is empty but refills: waiting helps
             client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=150)
+        assert refused.value.code == "rate_limit_exceeded"
         assert int(refused.value.response.headers["retry-after"]) >= 1
 
 

@@ -108,7 +108,8 @@ def finished_response(
         return response_object(request, response_id, created_at, status=status,
                                output=[_function_call(new_id("fc"), call, item_status)],
                                usage=_usage(prompt_tokens, len(steps)), incomplete=reason)
-    logprobs = [token_logprob(s, request.top_logprobs) for s in content_steps(steps)] if request.top_logprobs is not None else None
+    logprobs = None if request.top_logprobs is None else [token_logprob(s, request.top_logprobs)
+                                                          for s in content_steps(steps)]
     item = _message(new_id("msg"), text, item_status, logprobs)
     return response_object(request, response_id, created_at, status=status, output=[item],
                            usage=_usage(prompt_tokens, len(steps)), incomplete=reason)
