@@ -121,6 +121,8 @@ def test_a_prompt_that_never_fits_is_400_even_when_the_key_budget_is_spent(loade
                 model=loaded.name, messages=messages, max_tokens=4)  # the SDK's default retries
         rows = _rows_since(server, started)
         assert [(r.status, r.outcome) for r in rows] == [(400, "invalid_request")] * 2
+        steps = [(step["step"], step["outcome"]) for step in rows[0].journey["gateway"]]
+        assert ("rate limit", "not charged") in steps  # the spent budget could not hold it: nothing refused it
 
 
 def test_a_request_over_the_whole_minute_budget_is_400_and_429_only_when_waiting_helps(loaded, tmp_path):
