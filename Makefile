@@ -9,7 +9,7 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 BROWSER_PACKAGES := chromium fonts-noto-cjk fonts-noto-core fonts-noto-color-emoji
 TORCH_CPU_WHEELS := https://download.pytorch.org/whl/cpu/torch/
 
-.PHONY: install install-dev run test test-fast bench browser cloud-check clean
+.PHONY: install install-dev run test test-fast test-py312 bench browser cloud-check clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,15 @@ test: install-dev browser
 test-fast: install-dev
 	$(OFFLINE) $(PY) -m pytest -m "not browser"
 
+# The non-browser suite again on Python 3.12, Streamlit Community Cloud's default, in a venv of its own
+# (the first python3.12 that runs: PATH's, else pyenv's, whose shim fails unless 3.12 is selected).
+PYTHON312 ?= $(shell for p in $$(command -v python3.12) $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
+	"$$p" -c '' 2>/dev/null && echo "$$p" && break; done)
+
+test-py312:
+	@test -n "$(PYTHON312)" || { echo "test-py312: no python3.12 on PATH or in pyenv; set PYTHON312=/path/to/python3.12" >&2; exit 1; }
+	$(MAKE) VENV=.venv312 PYTHON=$(PYTHON312) test-fast
+
 bench: install
 	$(OFFLINE) $(PY) -m bench
 
@@ -65,4 +74,4 @@ cloud-check: install-dev browser
 	PYTHONPATH=. $(OFFLINE) $(PY) deploy/cloud_check.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv312 .pytest_cache

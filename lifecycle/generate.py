@@ -56,7 +56,9 @@ class GenerationStep:
     """One generated token. ``delta`` is the content text this step released to the reader (held
     back while a UTF-8 character or a possible stop sequence is incomplete); ``held`` is the bytes
     of an unfinished character after this step; ``seconds`` is the step's own wall time (model
-    call + sampling), not the time a consumer spent between steps."""
+    call + sampling), not the time a consumer spent between steps. ``end_of_sequence`` marks the
+    model's end-of-sequence token: it ends the generation and counts as a completion token (as in
+    vLLM), but it is not part of the content, so no logprobs entry shows it."""
 
     index: int
     token_id: int
@@ -74,6 +76,7 @@ class GenerationStep:
     logprob: float = 0.0
     top_logprobs: list[TokenLogprob] = field(default_factory=list)
     made_at: float = 0.0  # time.perf_counter() when its token was chosen (set by whoever makes the step)
+    end_of_sequence: bool = False
 
 
 @dataclass
@@ -245,6 +248,7 @@ def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings,
             # the step's ``held`` still records them.
             delta += stop_text.finish("")
         step = _record(index, token_id, distribution, vocabulary, index in forced, finished, delta, detokenizer.held, started)
+        step.end_of_sequence = token_id in eos
         step.grammar_allowed = int(np.count_nonzero(allowed)) if allowed is not None else None
         records.put(step)
         clock["index"], clock["last"] = index + 1, step.made_at  # the next step's time starts where this one ended

@@ -139,7 +139,7 @@ def _choice_deltas(steps: Iterable, index: int, logprobs: int | None, counted: l
     for step in steps:
         counted[index] += 1
         finish_reason = step.finished
-        if logprobs is not None:
+        if logprobs is not None and not step.end_of_sequence:
             pending.append(token_logprob(step, logprobs))
         for delta in reader.feed(step.delta) if reader else ([{"content": step.delta}] if step.delta else []):
             yield _choice(index, delta, pending)

@@ -49,6 +49,11 @@ def serve(server: ApiServer) -> Iterator[str]:
     thread.start()
     while not runner.started:
         time.sleep(0.02)
+    # The routes start loading the shared model in the background; a module run on its own must
+    # not meet "The model is loading" (503) on its first call.
+    deadline = time.monotonic() + 300
+    while serving.model_status().state == "loading" and time.monotonic() < deadline:
+        time.sleep(0.05)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -59,6 +59,25 @@ def test_streamed_logprobs_match_the_json_ones(sdk, loaded):
     assert all(len(e.top_logprobs) == 2 for e in streamed)
 
 
+def test_logprobs_hold_exactly_the_tokens_of_the_content_plain_and_streamed(sdk, loaded):
+    """A generation the model ends itself: its end-of-sequence token is counted in usage (as vLLM
+    counts it) but has no logprobs entry, so the tokens join into the message, streamed or not."""
+    eos = loaded.tokenizer.convert_ids_to_tokens(loaded.eos_token_id)
+    whole = greedy(sdk, loaded, CAPITAL, max_tokens=64, logprobs=True, top_logprobs=2)
+    choice = whole.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.content
+    tokens = [entry.token for entry in choice.logprobs.content]
+    assert "".join(tokens) == choice.message.content and eos not in tokens
+    assert whole.usage.completion_tokens == len(tokens) + 1
+
+    chunks = list(greedy(sdk, loaded, CAPITAL, max_tokens=64, logprobs=True, top_logprobs=2, stream=True,
+                         stream_options={"include_usage": True}))
+    streamed = [entry.token for chunk in chunks for c in chunk.choices if c.logprobs for entry in c.logprobs.content]
+    text = "".join(c.delta.content or "" for chunk in chunks for c in chunk.choices)
+    assert text == choice.message.content and "".join(streamed) == text and streamed == tokens
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
 def _most_repeated(response) -> int:
     tokens = [entry.token for entry in response.choices[0].logprobs.content]
     return collections.Counter(tokens).most_common(1)[0][1]

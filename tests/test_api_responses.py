@@ -98,6 +98,21 @@ def test_create_with_stream_true_and_logprobs(sdk, loaded):
     assert all(len(entry.top_logprobs) == 2 for entry in done.logprobs)
 
 
+def test_output_text_logprobs_hold_exactly_its_tokens_plain_and_streamed(sdk, loaded):
+    """The end-of-sequence token the model ended with counts in output_tokens, but has no entry."""
+    fields = dict(model=loaded.name, input=QUESTION, temperature=0, max_output_tokens=64,
+                  include=["message.output_text.logprobs"], top_logprobs=1)
+    response = sdk.responses.create(**fields)
+    assert response.status == "completed" and response.output_text
+    tokens = [entry.token for entry in response.output[0].content[0].logprobs]
+    assert "".join(tokens) == response.output_text
+    assert response.usage.output_tokens == len(tokens) + 1
+    events = list(sdk.responses.create(**fields, stream=True))
+    deltas = [entry.token for e in events if e.type == "response.output_text.delta" for entry in e.logprobs]
+    done = [e for e in events if e.type == "response.output_text.done"][0]
+    assert deltas == [entry.token for entry in done.logprobs] == tokens
+
+
 @pytest.mark.parametrize("fields,param", [
     ({"background": True}, "background"),
     ({"reasoning": {"effort": "low"}}, "reasoning"),

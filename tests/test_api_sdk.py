@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import openai
@@ -96,6 +97,52 @@ def test_context_length_exceeded_is_bad_request_even_when_streaming(base_url, lo
             model=loaded.name, messages=HELLO, max_tokens=loaded.context_window, stream=True
         )
     assert caught.value.code == "context_length_exceeded"
+
+
+def _rows_since(server, started: float) -> list:
+    return [r for r in server.log.recent(20) if r.created >= started]
+
+
+@pytest.mark.parametrize("size", ["300 KB", "just over the window"])
+def test_a_prompt_that_never_fits_is_400_even_when_the_key_budget_is_spent(loaded, tmp_path, size):
+    """Not a 429: no wait makes it fit, and the SDKs retry a 429 (here: default retries, one call)."""
+    server = make_server(tmp_path)
+    text = "hello " * 50_000 if size == "300 KB" else "hello" + " hello" * (loaded.context_window + 50)
+    messages = [{"role": "user", "content": text}]
+    with serve(server) as url:
+        assert server.limiter.decide("tester", server.limiter.tokens_per_minute).allowed  # the minute's budget is gone
+        started = time.time()
+        with pytest.raises(openai.BadRequestError) as caught:
+            client(url + "/v1").chat.completions.create(model=loaded.name, messages=messages, max_tokens=4)
+        assert caught.value.code == "context_length_exceeded" and caught.value.param == "messages"
+        assert "retry-after" not in caught.value.response.headers
+        with pytest.raises(openai.BadRequestError):
+            OpenAI(base_url=url + "/v1", api_key=KEY, timeout=120).chat.completions.create(
+                model=loaded.name, messages=messages, max_tokens=4)  # the SDK's default retries
+        rows = _rows_since(server, started)
+        assert [(r.status, r.outcome) for r in rows] == [(400, "invalid_request")] * 2
+        steps = [(step["step"], step["outcome"]) for step in rows[0].journey["gateway"]]
+        assert ("rate limit", "not charged") in steps  # the spent budget could not hold it: nothing refused it
+
+
+def test_a_request_over_the_whole_minute_budget_is_400_and_429_only_when_waiting_helps(loaded, tmp_path):
+    server = make_server(tmp_path, tokens_per_minute=200)
+    with serve(server) as url:
+        started = time.time()
+        with pytest.raises(openai.BadRequestError) as caught:
+            OpenAI(base_url=url + "/v1", api_key=KEY, timeout=120).chat.completions.create(
+                model=loaded.name, messages=HELLO, max_tokens=300)  # the SDK's default retries
+        assert caught.value.code == "request_too_large" and "200 tokens per minute" in caught.value.message
+        assert "retry-after" not in caught.value.response.headers
+        assert [r.status for r in _rows_since(server, started)] == [400]
+        answer = client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=2)
+        assert answer.choices[0].message.content  # the same key, a request the minute's budget holds
+        assert answer.usage.prompt_tokens + 150 <= 200  # so the next one fits a full bucket
+        assert server.limiter.decide("tester", math.floor(server.limiter.snapshot("tester").tokens)).allowed
+        with pytest.raises(openai.RateLimitError) as refused:  # the bucket is empty but refills: waiting helps
+            client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=150)
+        assert refused.value.code == "rate_limit_exceeded"
+        assert int(refused.value.response.headers["retry-after"]) >= 1
 
 
 def test_unknown_model_is_not_found_error(base_url, api_server):

@@ -127,6 +127,18 @@ def test_token_bucket_limits_tokens_separately():
     assert not too_big.allowed and "too large" in too_big.message
 
 
+def test_a_request_over_the_whole_minute_budget_is_400_since_no_wait_admits_it():
+    limiter = RateLimiter(requests_per_minute=100, tokens_per_minute=600)
+    too_big = limiter.decide("k", 601, now=0)
+    assert (too_big.allowed, too_big.status, too_big.retry_after) == (False, 400, 0)
+    assert "retry-after" not in too_big.headers and "retry-after-ms" not in too_big.headers
+    assert too_big.error()["error"]["code"] == "request_too_large"
+    assert limiter.decide("k", 600, now=0).allowed  # the refusal spent nothing
+    waiting_helps = limiter.decide("k", 600, now=0)
+    assert (waiting_helps.status, waiting_helps.retry_after) == (429, 60)
+    assert waiting_helps.error()["error"]["code"] == "rate_limit_exceeded"
+
+
 def test_keys_have_separate_buckets_and_snapshot_does_not_spend():
     limiter = RateLimiter(requests_per_minute=1, tokens_per_minute=100)
     assert limiter.decide("a", 50, now=0).allowed

@@ -34,7 +34,8 @@ DEMO_STATE = "gateway_demo"  # session state: this visitor's own demo gateway
 ANSWER_STATE = "gateway_demo_answer"
 VISITOR_KEY_STATE = "live_calls_key"  # the key a visitor presented on the Live calls page (session only)
 STEP_ICONS = {"passed": ":material/check_circle:", "admitted": ":material/check_circle:", "recorded": ":material/save:",
-              "refused": ":material/block:", "cancelled": ":material/remove_circle_outline:"}
+              "refused": ":material/block:", "cancelled": ":material/remove_circle_outline:",
+              "charged": ":material/check_circle:", "not charged": ":material/remove_circle_outline:"}
 
 
 def _demo() -> DemoGateway:
@@ -161,7 +162,10 @@ def _limit_demo(journey: Journey) -> None:
     seconds = right.number_input("…within seconds", 0.01, 600.0, 1.0, 0.5, key="gateway_seconds")
     samples, calls = _burst(int(rpm), int(tpm), int(count), float(seconds), cost)
     admitted = sum(decision.allowed for _, decision in calls)
-    st.markdown(f"**{admitted} of {len(calls)}** calls admitted, **{len(calls) - admitted}** refused with 429.")
+    never = sum(decision.status == 400 for _, decision in calls)
+    st.markdown(f"**{admitted} of {len(calls)}** calls admitted, **{len(calls) - admitted - never}** refused with 429"
+                + (f", **{never}** with 400 (one call costs more tokens than the whole minute's limit: no wait helps)."
+                   if never else "."))
     st.plotly_chart(
         bucket_chart(
             [t for t, _, _ in samples], [r for _, r, _ in samples], [k for _, _, k in samples],
@@ -191,7 +195,7 @@ def _limit_demo(journey: Journey) -> None:
     if refused is not None:
         st.caption("The first refused call's answer, as the API sends it:")
         headers = {"content-type": "application/json", **refused.headers, "x-request-id": new_request_id()}
-        st.code(render_http_response(429, headers, refused.error()), language="http", wrap_lines=True)
+        st.code(render_http_response(refused.status, headers, refused.error()), language="http", wrap_lines=True)
 
 
 with stage_page("gateway") as settings:

@@ -5,12 +5,15 @@ llama.cpp's server, or this app's own /v1 on a bigger machine), not from ours. S
 ``LIFECYCLE_ENGINE_URL`` (its ``/v1`` base URL; ``LIFECYCLE_ENGINE_KEY`` and
 ``LIFECYCLE_ENGINE_MODEL`` if it needs a key or names the model differently) and the journey's
 generation streams from there. The remote samples; every streamed token comes back with its
-logprob, UTF-8 bytes and top alternatives, and becomes the same ``GenerationStep`` the local
+logprob, UTF-8 bytes (or, where the server sends ``bytes: null`` as llama.cpp's does, a text
+that is exactly them) and top alternatives, and becomes the same ``GenerationStep`` the local
 engine produces, so the Generation, Streaming and Detokenization pages draw it unchanged. The
 pages that need the model's insides (embeddings, attention, logit lens, next-token
 distribution) still run the local weights, which must be the same model: a token whose bytes the
 local vocabulary does not have is refused with a clear error.
 
+The remote's logprobs list the tokens of the content, so its steps end at the last of them (this
+app's /v1 and llama.cpp's server send no entry for the end-of-sequence token that stopped it).
 The remote reports the model's own probabilities (before sampling), so a step's probability is
 that one; the Generation page's branches (forced tokens) and the Streaming page's live run stay
 local, since a chat API cannot continue from forced tokens.
@@ -138,7 +141,7 @@ class _StepReader:
 
     def _take(self, entries: list, delta: str, previous: float, now: float) -> None:
         for position, entry in enumerate(entries):
-            data = _entry_bytes(entry)
+            data = self._token_bytes(entry)
             token_id = self._id(data, entry)
             logprob = _logprob(entry.get("logprob"))
             probability = math.exp(logprob)  # exp(-inf) = 0
@@ -161,6 +164,19 @@ class _StepReader:
             ))
             self.count += 1
 
+    def _token_bytes(self, entry: Mapping) -> bytes:
+        """A generated token's bytes: reported, or (``bytes: null``, as llama.cpp's server sends) its
+        text's UTF-8, unless that text cannot say which bytes it was (empty, or U+FFFD: a piece of a
+        character the server decoded away), which is refused rather than guessed."""
+        if not _reported_bytes(entry):
+            token = entry.get("token")
+            if not isinstance(token, str) or not token or "\ufffd" in token:
+                raise LifecycleError(
+                    f"The engine at {self.url[:200]} sent a token with \"bytes\": null and the text "
+                    f"{str(token)[:40]!r}, which does not say which bytes it was (part of a character split over "
+                    "tokens): this app needs every token's bytes, or a text that is exactly them.", param="engine")
+        return _entry_bytes(entry)
+
     def _id(self, data: bytes, entry: Mapping) -> int:
         token_id = self.ids.get(data)
         if token_id is None:
@@ -172,10 +188,15 @@ class _StepReader:
         return token_id
 
 
-def _entry_bytes(entry: Mapping) -> bytes:
+def _reported_bytes(entry: Mapping) -> bool:
     raw = entry.get("bytes")
-    if isinstance(raw, list) and all(isinstance(b, int) and 0 <= b < 256 for b in raw):
-        return bytes(raw)
+    return isinstance(raw, list) and all(isinstance(b, int) and 0 <= b < 256 for b in raw)
+
+
+def _entry_bytes(entry: Mapping) -> bytes:
+    """An entry's bytes: ``bytes`` when the server sent them, else its ``token`` text as UTF-8."""
+    if _reported_bytes(entry):
+        return bytes(entry["bytes"])
     return str(entry.get("token", "")).encode("utf-8")
 
 

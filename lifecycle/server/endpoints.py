@@ -173,13 +173,17 @@ class ApiServer:
         """Budget, rate limit, queue, then a worker thread that generates and answers."""
         loaded = self._ready_model(exchange)
         least = _least_prompt_tokens(chat, loaded)
-        if least > loaded.context_window:  # refused without tokenizing a huge prompt, and charged like any call
-            limits = self._rate_limit(exchange, least + (chat.max_tokens or 1))
+        # A prompt that can never fit the window is a 400 whatever the key's budget says (a 429 would
+        # make the SDKs wait and retry in vain); it is still charged when the budget holds its cost.
+        if least > loaded.context_window:  # refused without tokenizing a huge prompt
+            limits = self._charge(exchange, least + (chat.max_tokens or 1))
             raise _context_length_error(loaded.context_window, f"at least {least}", chat.max_tokens or 1, limits)
         prompt_ids, max_tokens, budget = await self._budget(chat, loaded, exchange)
-        limits = self._rate_limit(exchange, len(prompt_ids) + max_tokens * chat.n)  # an unfit prompt pays too
+        cost = len(prompt_ids) + max_tokens * chat.n
         if not budget.fits:
-            raise _context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens, limits)
+            raise _context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens,
+                                        self._charge(exchange, cost))
+        limits = self._rate_limit(exchange, cost)
         call = LiveCall(exchange.id, exchange.key_name, chat.model, chat.stream, len(prompt_ids), max_tokens)
         try:
             model_queue().admit(call)
@@ -305,13 +309,22 @@ class ApiServer:
         return prompt.ids, max_tokens, budget
 
     def _rate_limit(self, exchange: Exchange, tokens: int) -> dict[str, str]:
+        """Admit the call's cost or refuse it: 429 when waiting refills enough, 400 when no wait can."""
         decision = self.limiter.decide(exchange.key_name, tokens)
         exchange.step("rate limit", "passed" if decision.allowed else "refused", decision.message, decision.status)
         if not decision.allowed:
             error = decision.error()["error"]
-            raise ApiError(429, error["message"], type=error["type"], code=error["code"],
-                           headers=decision.headers, outcome="rate_limited")
+            raise ApiError(decision.status, error["message"], type=error["type"], param=error["param"],
+                           code=error["code"], headers=decision.headers,
+                           outcome="rate_limited" if decision.status == 429 else "invalid_request")
         return dict(decision.headers)
+
+    def _charge(self, exchange: Exchange, tokens: int) -> dict[str, str]:
+        """Charge a call refused for another reason to the key's budget if it holds the cost; never refuse it."""
+        decision = self.limiter.decide(exchange.key_name, tokens)
+        exchange.step("rate limit", "charged" if decision.allowed else "not charged",
+                      decision.message if decision.allowed else f"Not charged: {decision.message}")
+        return {name: value for name, value in decision.headers.items() if not name.startswith("retry-after")}
 
 
 def _context_length_error(window: int, prompt_tokens: int | str, max_tokens: int,

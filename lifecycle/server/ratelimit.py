@@ -29,7 +29,10 @@ class BucketLevels:
 
 @dataclass(frozen=True)
 class RateDecision:
-    """What the limiter answers: 200, or 429 with ``retry_after`` whole seconds (>= 1)."""
+    """What the limiter answers: 200; 429 with ``retry_after`` whole seconds (>= 1) when waiting
+    refills enough; or 400 ``request_too_large`` (``retry_after`` 0) when the request costs more
+    tokens than the whole per-minute budget, so that no wait can ever admit it. A 429 is what
+    OpenAI's SDKs retry by default: it must only be sent when a retry can succeed."""
 
     allowed: bool
     status: int
@@ -39,7 +42,11 @@ class RateDecision:
     levels: BucketLevels
 
     def error(self) -> dict | None:
-        return None if self.allowed else error_envelope(self.message, type="requests", code="rate_limit_exceeded")
+        if self.allowed:
+            return None
+        if self.status == 400:
+            return error_envelope(self.message, param="max_tokens", code="request_too_large")
+        return error_envelope(self.message, type="requests", code="rate_limit_exceeded")
 
 
 def _duration(seconds: float) -> str:
@@ -61,7 +68,8 @@ class RateLimiter:
     """Token buckets per key: capacity is the per-minute limit, refilled continuously at limit/60 per s.
 
     A request costs one request and ``tokens`` tokens and is admitted only when both buckets hold
-    enough; a refused request costs nothing. Thread-safe; deterministic when ``now`` is given.
+    enough; a refused request costs nothing. One that costs more tokens than a full bucket holds is
+    refused for good (400), not told to wait. Thread-safe; deterministic when ``now`` is given.
     At most ``max_keys`` buckets are kept (keys may be client addresses): the least recently used
     one is dropped first, so memory stays bounded whoever calls.
     """
@@ -119,7 +127,7 @@ class RateLimiter:
             bucket = self._refilled(key_name, now)
             wait_requests = (1 - bucket.requests) * 60 / self.requests_per_minute
             wait_tokens = (tokens - bucket.tokens) * 60 / self.tokens_per_minute
-            allowed = max(wait_requests, wait_tokens) <= _EPSILON
+            allowed = tokens <= self.tokens_per_minute and max(wait_requests, wait_tokens) <= _EPSILON
             if allowed:
                 bucket.requests = max(0.0, bucket.requests - 1)
                 bucket.tokens = max(0.0, bucket.tokens - tokens)
@@ -137,17 +145,18 @@ class RateLimiter:
         }
         if allowed:
             return RateDecision(True, 200, 0, headers, "Within the rate limits.", levels)
+        if tokens > levels.tokens_limit:
+            message = (
+                f"Request too large for key '{levels.key_name}': {tokens} tokens requested (prompt plus max_tokens), "
+                f"limit {levels.tokens_limit} tokens per minute, so no wait can admit it. Lower max_tokens or "
+                "shorten the prompt."
+            )
+            return RateDecision(False, 400, 0, headers, message, levels)
         retry_after = max(1, math.ceil(wait))
         headers["retry-after"] = str(retry_after)
         headers["retry-after-ms"] = str(max(1, math.ceil(wait * 1000)))
-        if tokens > levels.tokens_limit:
-            message = (
-                f"Request too large for key '{levels.key_name}': {tokens} tokens requested, "
-                f"limit {levels.tokens_limit} tokens per minute. Lower max_tokens or shorten the prompt."
-            )
-        else:
-            message = (
-                f"Rate limit reached for key '{levels.key_name}': limits are {levels.requests_limit} requests "
-                f"and {levels.tokens_limit} tokens per minute. Retry after {retry_after} s."
-            )
+        message = (
+            f"Rate limit reached for key '{levels.key_name}': limits are {levels.requests_limit} requests "
+            f"and {levels.tokens_limit} tokens per minute. Retry after {retry_after} s."
+        )
         return RateDecision(False, 429, retry_after, headers, message, levels)

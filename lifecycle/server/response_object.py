@@ -15,7 +15,7 @@ import secrets
 import time
 from collections.abc import Iterable, Iterator
 
-from lifecycle.logprobs import token_logprob
+from lifecycle.logprobs import content_steps, token_logprob
 from lifecycle.server.responses_request import ResponsesRequest
 from lifecycle.stream import StreamEvent
 from lifecycle.tools import ToolCall, ToolCallStream, read_output
@@ -108,7 +108,8 @@ def finished_response(
         return response_object(request, response_id, created_at, status=status,
                                output=[_function_call(new_id("fc"), call, item_status)],
                                usage=_usage(prompt_tokens, len(steps)), incomplete=reason)
-    logprobs = [token_logprob(s, request.top_logprobs) for s in steps] if request.top_logprobs is not None else None
+    logprobs = None if request.top_logprobs is None else [token_logprob(s, request.top_logprobs)
+                                                          for s in content_steps(steps)]
     item = _message(new_id("msg"), text, item_status, logprobs)
     return response_object(request, response_id, created_at, status=status, output=[item],
                            usage=_usage(prompt_tokens, len(steps)), incomplete=reason)
@@ -192,7 +193,7 @@ def response_events(
     try:
         for step in steps:
             collected.append(step)
-            if request.top_logprobs is not None:
+            if request.top_logprobs is not None and not step.end_of_sequence:
                 pending.append(token_logprob(step, request.top_logprobs))
             if not step.delta:
                 continue

@@ -29,7 +29,10 @@ def test_remote_generation_gives_the_local_tokens_with_their_logprobs(app_url, a
     monkeypatch.setenv("LIFECYCLE_ENGINE_URL", f"{app_url}/v1")
     monkeypatch.setenv("LIFECYCLE_ENGINE_KEY", api_key)
     remote = run_journey(inp, loaded)
-    assert remote.generation.token_ids == local.generation.token_ids  # greedy: the same model, the same tokens
+    # Greedy: the same model, the same tokens; the remote's logprobs list the content's tokens, not the
+    # end-of-sequence token that ended the local generation.
+    content = [step.token_id for step in local.generation.steps if not step.end_of_sequence]
+    assert local.generation.steps[-1].end_of_sequence and remote.generation.token_ids == content
     assert remote.generation.text == local.generation.text and remote.generation.finish_reason == "stop"
     assert "remote engine" in next(t.detail for t in remote.timings if t.stage == "prefill")
     for mine, theirs in zip(local.generation.steps, remote.generation.steps):

@@ -120,6 +120,18 @@ def test_a_burst_over_the_limit_gets_429_with_the_limiter_headers(run_page, gate
     assert not [code for code in app.code if code.value.startswith("HTTP/1.1 429")]
 
 
+def test_a_call_costing_more_than_the_minutes_tokens_is_400_not_429(run_page, gateway_env):
+    app = run_page("gateway", prompt=PROMPT, max_tokens=4)
+    cost = _prompt_tokens() + 4
+    app.number_input(key="gateway_tpm").set_value(cost - 1).run()
+    assert not app.exception
+    assert list(_table(app, "retry-after (s)")["status"]) == [400] * 12
+    answer = next(code.value for code in app.code if code.value.startswith("HTTP/1.1 400"))
+    assert "retry-after" not in answer
+    assert json.loads(answer.split("\n\n", 1)[1])["error"]["code"] == "request_too_large"
+    assert any("**12** with 400" in m.value for m in app.markdown)
+
+
 def test_lesson_reserves_this_prompts_tokens_plus_max_tokens(run_page, gateway_env, loaded):
     app = run_page("gateway", prompt=PROMPT, max_tokens=4)
     lesson = next(m.value for m in app.markdown if "Before the model sees a single token" in m.value)
