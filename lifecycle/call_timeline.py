@@ -4,12 +4,12 @@ The clock is the stream's own (0 = the generation asked the engine for the promp
 every event's ``at`` on the Streaming page), so the spans follow each other without a hole and
 the last one ends at the last event: the waterfall's total is the stream's last event time.
 
-- "before the engine": from 0 until the engine got the request (the server's own checks and
+- "server setup": from 0 until the engine got the request (the server's own checks and
   sampler; a process's first call also builds the engine);
-- "waiting for the engine": until the engine began the prompt's prefill (its queue, and whatever
+- "engine queue": until the engine began the prompt's prefill (its queue, and whatever
   it ran first);
 - "prefill": the prompt through the model, as the engine timed it;
-- "after the prefill": the engine stores the prompt's keys and values in its prefix cache and
+- "prefill hand-off": the engine stores the prompt's keys and values in its prefix cache and
   hands the logits over;
 - "decode k": step k's own time, from the end of step k-1 to the moment its token was chosen
   (decode 1 only samples from the prefill's logits; every later step runs the model on one new
@@ -26,9 +26,10 @@ from dataclasses import dataclass
 
 from lifecycle.vocabulary import show_token
 
-SETUP = "before the engine"
-WAIT = "waiting for the engine"
-HANDOVER = "after the prefill"
+# Short enough for one line of a chart's axis (charts.theme.wrap_label breaks at 16 characters).
+SETUP = "server setup"
+WAIT = "engine queue"
+HANDOVER = "prefill hand-off"
 LAST_FRAMES = "last frames"
 
 

@@ -143,9 +143,9 @@ def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_t
                "redrawn in your browser as you move a slider; the numbers below follow when it rests. "
                "These sliders do not change the journey.")
     what_if = _what_if_settings(settings)
-    st.caption(_differences(settings, what_if))
     data = live_sampling_data(logits, previous, what_if, token_text, SHOWN_TOKENS, _knob_specs(settings))
     live_sampling_chart(data, LIVE, _from_browser)
+    st.caption(_differences(settings, what_if))  # below the chart, so a projector's first screen keeps it
     st.caption(SPLIT_CHARACTER_NOTE)  # below the chart it explains, so a projector's first screen keeps the chart
     spec = NUMBERS["repetition_penalty"]
     st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL["repetition_penalty"],

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from lifecycle.call_timeline import HANDOVER, SETUP, WAIT
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.tokenize import tokenize
 from ui.stages import STAGES
@@ -52,7 +53,7 @@ def test_waterfall_is_the_calls_own_clock_and_matches_the_lines(home):
     spec = _waterfall(home)
     bar = spec["data"][0]
     stages = [label.replace("<br>", " ") for label in bar["y"]]  # long names are drawn on two lines
-    assert stages == ["before the engine", "waiting for the engine", "prefill", "after the prefill",
+    assert stages == [SETUP, WAIT, "prefill", HANDOVER,
                       *[f"decode {i}" for i in range(1, MAX_TOKENS + 1)], "last frames"]
     widths = dict(zip(stages, bar["x"]))
     assert bar["base"] == pytest.approx([sum(bar["x"][:i]) for i in range(len(bar["x"]))])

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from lifecycle.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
 from lifecycle.serving import model_status, start_model_loading
 from tests.pages.harness import plotly_figure, run_page
@@ -192,7 +193,7 @@ def test_the_waterfall_is_where_the_streams_time_went(pages):
     bar = plotly_figure(home, "waterfall").data[0]
     stages = [label.replace("<br>", " ") for label in bar.y]
     assert not any("inspection" in s for s in stages)
-    assert "waiting for the engine" in stages and stages[-1] == "last frames"
+    assert WAIT in stages and stages[-1] == LAST_FRAMES
     assert list(bar.base) == pytest.approx([sum(bar.x[:i]) for i in range(len(bar.x))])
     frames = _frames(streaming)
     assert sum(bar.x) == pytest.approx(float(frames["At (ms)"].iloc[-1]), abs=0.1)
