@@ -219,19 +219,21 @@ class AgentRun:
     answer: str | None
 
 
-def run_agent(question: str, send: Send, tools: Sequence[LocalTool] = LOCAL_TOOLS, system: str | None = None,
-              max_rounds: int = 4, first_choice: object = "required", then_choice: object = "auto") -> AgentRun:
-    """Ask ``question`` and loop: call, run the tool, append the call and its result, call again.
+def run_agent(start: Sequence[dict], send: Send, tools: Sequence[LocalTool] = LOCAL_TOOLS, max_rounds: int = 4,
+              first_choice: object = "required", then_choice: object = "auto") -> AgentRun:
+    """Send the messages ``start`` (ending with the user's question) and loop: call, run the tool,
+    append the call and its result, call again, until a text answer or ``max_rounds`` calls.
 
     ``first_choice`` is the first round's tool_choice ("required": the loop starts with a call),
     ``then_choice`` every later round's ("auto": the model may answer or call again).
     """
-    if not isinstance(question, str) or not question.strip():
-        raise LifecycleError("The question must be a non-empty string.", param="question")
+    last = start[-1] if isinstance(start, (list, tuple)) and start else None
+    if not isinstance(last, dict) or last.get("role") != "user" or not str(last.get("content") or "").strip():
+        raise LifecycleError("The loop starts from messages ending with a non-empty user message.", param="messages")
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or not 1 <= max_rounds <= MAX_ROUNDS:
         raise LifecycleError(f"The round limit must be a whole number from 1 to {MAX_ROUNDS}.", param="max_rounds")
     definitions = [tool.definition for tool in tools]
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
+    messages = [dict(message) for message in start]
     rounds: list[Round] = []
     for index in range(1, max_rounds + 1):
         choice = first_choice if index == 1 else then_choice

@@ -22,7 +22,7 @@ from lifecycle.agent import (
 from lifecycle.errors import LifecycleError
 from tests.sdk_server import api_server, base_url, sdk  # noqa: F401  (fixtures: this module's own server)
 
-QUESTION = "What is 17 times 23?"
+QUESTION = [{"role": "user", "content": "What is 17 times 23?"}]
 
 
 @pytest.mark.parametrize(("expression", "python"),
@@ -67,7 +67,8 @@ def test_a_bad_question_or_round_limit_is_refused_before_any_model_work():
     def never(*_):
         raise AssertionError("the model was called")
 
-    for question, rounds in (("", 2), ("   ", 2), (QUESTION, 0), (QUESTION, MAX_ROUNDS + 1), (QUESTION, True)):
+    for question, rounds in (([], 2), ([{"role": "user", "content": "  "}], 2), ([{"role": "system", "content": "Hi"}], 2),
+                             (QUESTION, 0), (QUESTION, MAX_ROUNDS + 1), (QUESTION, True)):
         with pytest.raises(LifecycleError):
             run_agent(question, never, max_rounds=rounds)
 
