@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
               ast.Mod: operator.mod, ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow,
               ast.USub: operator.neg, ast.UAdd: operator.pos}
 MAX_EXPONENT = 100
+MAX_MAGNITUDE = 10**18  # every intermediate result stays below this (a JSON answer, not a million digits)
 
 
 def calculate(expression: str) -> dict:
@@ -53,9 +55,12 @@ def calculate(expression: str) -> dict:
     except SyntaxError:
         raise ToolRejected(f"not an arithmetic expression: {expression[:MAX_EXPRESSION]!r}") from None
     try:
-        return {"expression": expression, "result": _arithmetic(tree.body)}
+        result = _arithmetic(tree.body)
     except ZeroDivisionError:
         raise ToolRejected("division by zero") from None
+    if not isinstance(result, (int, float)) or not math.isfinite(result):
+        raise ToolRejected(f"the result is not a finite real number: {str(result)[:40]}")
+    return {"expression": expression, "result": result}
 
 
 def _arithmetic(node: ast.AST) -> float | int:
@@ -67,7 +72,10 @@ def _arithmetic(node: ast.AST) -> float | int:
         left, right = _arithmetic(node.left), _arithmetic(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
             raise ToolRejected(f"exponent above {MAX_EXPONENT}")
-        return _OPERATORS[type(node.op)](left, right)
+        result = _OPERATORS[type(node.op)](left, right)
+        if isinstance(result, (int, float)) and abs(result) > MAX_MAGNITUDE:
+            raise ToolRejected(f"a result beyond ±{MAX_MAGNITUDE:.0e}")
+        return result
     raise ToolRejected(f"only numbers and + - * / // % ** ( ) are allowed, not {type(node).__name__}")
 
 
