@@ -106,7 +106,10 @@ def test_the_guardrail_ends_the_stream_before_a_blocked_phrase(loaded):
     assert not app.exception and not app.error
     assert "no blocked phrase appeared" in " ".join(m.value for m in app.markdown)
     ids = render_messages([{"role": "user", "content": question}]).ids
-    free = generate(loaded, ids, SamplingSettings(temperature=0), 24).text
+    generation = generate(loaded, ids, SamplingSettings(temperature=0), 24)
+    free = generation.text
+    assert f"µs per token here (run over this answer's {len(generation.steps)} tokens)" in \
+        " ".join(c.value for c in app.caption)
     word = max(free.split()[len(free.split()) // 3:], key=len).strip(".,;:!?")
     app.text_area(key="guardrail_block").set_value(f"{word.upper()}\n").run()
     assert not app.exception and not app.error
