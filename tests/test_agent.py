@@ -120,3 +120,12 @@ def test_the_same_loop_over_the_api_with_the_official_sdk(sdk, loaded):  # noqa:
     on_engine = run_agent(QUESTION, engine_send(loaded, max_tokens=48))
     assert [r.prompt_tokens for r in over_api.rounds] == [r.prompt_tokens for r in on_engine.rounds]
     assert over_api.answer == on_engine.answer
+
+
+def test_a_malformed_tool_list_is_refused_naming_the_tool_before_any_model_work(loaded):
+    from lifecycle.agent import LocalTool
+
+    broken = LocalTool({"type": "function", "function": {"name": "no spaces allowed"}}, lambda: {})
+    with pytest.raises(LifecycleError) as caught:
+        run_agent(QUESTION, engine_send(loaded), tools=[*LOCAL_TOOLS, broken])
+    assert caught.value.param == "tools[3].function.name"
