@@ -25,6 +25,7 @@ from lifecycle.detokenize import IncrementalDetokenizer
 from lifecycle.engine import EngineRequest, current_origin, shared_engine
 from lifecycle.vocabulary import token_bytes, token_display
 from lifecycle.errors import LifecycleError
+from lifecycle.guardrail import FINISH_REASON as GUARDRAIL_FINISH, Guardrail
 from lifecycle.sampling import (
     SampledDistribution,
     SamplingSettings,
@@ -134,20 +135,26 @@ def end_of_sequence_ids(loaded) -> frozenset[int]:
 
 @dataclass
 class _StopText:
-    """Releases generated text, holding back any tail that could still grow into a stop sequence."""
+    """Releases generated text, holding back any tail that could still grow into a stop sequence
+    or a phrase the guardrail blocks."""
 
     stops: tuple[str, ...]
+    guardrail: Guardrail | None = None
     pending: str = ""
     released: list[str] = field(default_factory=list)
 
-    def feed(self, text: str) -> tuple[str, bool]:
-        """Add text; return (what may be released now, whether a stop sequence was hit)."""
+    def feed(self, text: str) -> tuple[str, str | None]:
+        """Add text; return (what may be released now, "stop" or "content_filter" if that ends it)."""
         self.pending += text
-        hits = [i for i in (self.pending.find(stop) for stop in self.stops) if i >= 0]
+        hits = [(i, "stop") for i in (self.pending.find(stop) for stop in self.stops) if i >= 0]
+        blocked = self.guardrail.first_match(self.pending) if self.guardrail else None
+        hits += [(blocked, GUARDRAIL_FINISH)] if blocked is not None else []
         if hits:
-            return self._release(min(hits)), True
+            end, reason = min(hits)
+            return self._release(end), reason
         hold = max((k for stop in self.stops for k in range(1, len(stop)) if self.pending.endswith(stop[:k])), default=0)
-        return self._release(len(self.pending) - hold), False
+        hold = max(hold, self.guardrail.held(self.pending) if self.guardrail else 0)
+        return self._release(len(self.pending) - hold), None
 
     def finish(self, text: str) -> str:
         """End of generation without a stop sequence: everything pending is content."""
@@ -199,6 +206,7 @@ def generate_steps(
     cancelled: Callable[[], bool] | None = None,
     timings: dict | None = None,
     constraint=None,
+    guardrail: Guardrail | None = None,
 ) -> Iterator[GenerationStep]:
     """Validate now (LifecycleError before any model work), then yield steps as they are generated.
 
@@ -211,17 +219,20 @@ def generate_steps(
     when the engine got it and when its prefill began), "ahead" (labels of the requests in
     the engine when it arrived) and "jobs_ahead" (exclusive jobs queued then) once the prompt has run.
     ``constraint`` (a lifecycle.grammar.GrammarConstraint, fresh for this generation) restricts
-    every step to the tokens its grammar allows.
+    every step to the tokens its grammar allows. ``guardrail`` (lifecycle.guardrail) ends the
+    generation with "content_filter" where a blocked phrase starts, withholding it.
     """
     ids, stops = _check_request(loaded, prompt_ids, settings, max_tokens, stop, forced)
-    return _steps(loaded, ids, settings, max_tokens, stops, dict(forced or {}), cancelled or (lambda: False), timings, constraint)
+    return _steps(loaded, ids, settings, max_tokens, stops, dict(forced or {}), cancelled or (lambda: False), timings,
+                  constraint, guardrail)
 
 
-def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings, constraint) -> Iterator[GenerationStep]:
+def _steps(loaded, ids, settings, max_tokens, stops, forced, cancelled, timings, constraint,
+           guardrail=None) -> Iterator[GenerationStep]:
     """Submit to the engine a step callable that samples, records and decides; yield its records."""
     vocabulary = token_bytes(loaded)
     detokenizer = IncrementalDetokenizer(vocabulary)
-    stop_text = _StopText(stops)
+    stop_text = _StopText(stops, guardrail)
     eos = end_of_sequence_ids(loaded)
     rng = np.random.default_rng(settings.seed)
     history = list(ids)
@@ -309,12 +320,11 @@ def _fill_timings(timings: dict | None, handle) -> None:
 
 
 def _advance(detokenizer: IncrementalDetokenizer, stop_text: _StopText, token_id: int, eos) -> tuple[str, str | None]:
-    """Push one token; return the releasable text and "stop" if it ended the generation."""
+    """Push one token; return the releasable text and "stop" or "content_filter" if it ended the generation."""
     if token_id in eos:
         detokenizer.push(token_id)
         return "", "stop"
-    delta, hit = stop_text.feed(detokenizer.push(token_id))
-    return delta, "stop" if hit else None
+    return stop_text.feed(detokenizer.push(token_id))
 
 
 def _record(index, token_id, distribution, vocabulary, forced, finished, delta, held, started) -> GenerationStep:

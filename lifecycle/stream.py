@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from lifecycle.errors import LifecycleError
 from lifecycle.generate import generate_steps
+from lifecycle.guardrail import Guardrail
 from lifecycle.logprobs import token_logprob
 from lifecycle.sampling import SamplingSettings
 from lifecycle.tools import OutputRules, ToolCallStream
@@ -71,6 +72,7 @@ def stream_completion(
     created: int | None = None,
     logprobs: int | None = None,
     output: OutputRules | None = None,
+    guardrail: Guardrail | None = None,
 ) -> Iterator[StreamEvent]:
     """Validate now (LifecycleError before any SSE byte), then stream the real generation.
 
@@ -80,10 +82,11 @@ def stream_completion(
     ``logprobs`` (None: off) is how many alternatives each token's logprobs list. ``output``
     (lifecycle.tools.OutputRules) constrains the answer to its grammar and, when it may call a
     tool, streams a call as OpenAI does: id, type and name first, then argument fragments.
+    ``guardrail`` (lifecycle.guardrail) ends the stream with "content_filter" before a blocked phrase.
     """
     output = output or OutputRules()
     steps = generate_steps(loaded, prompt_ids, settings, max_tokens, stop, cancelled=cancelled,
-                           constraint=output.constraint(loaded))
+                           constraint=output.constraint(loaded), guardrail=guardrail)
     return stream_events(steps, completion_id, model_name, len(prompt_ids), include_usage, started, created, logprobs,
                          tool_calls=output.may_call)
 

@@ -186,11 +186,12 @@ def assistant_text(message: dict) -> str:
 
 
 def call_schema(tools: list[Tool]) -> dict:
-    """The JSON a call must be: {"name": one of the tools, "arguments": that tool's parameters}."""
+    """The JSON a call must be: {"name": one of the tools, "arguments": that tool's parameters,
+    held to the declared properties (closed_objects)}."""
     options = [
         {
             "type": "object",
-            "properties": {"name": {"const": tool.name}, "arguments": tool.parameters},
+            "properties": {"name": {"const": tool.name}, "arguments": closed_objects(tool.parameters)},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }
@@ -198,6 +199,38 @@ def call_schema(tools: list[Tool]) -> dict:
     ]
     schema = options[0] if len(options) == 1 else {"anyOf": options}
     return {**safe_integers(schema), "x-guidance": JSON_OPTIONS}
+
+
+# Keywords whose value maps names to schemas (not a schema itself), and keywords never a schema.
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_NOT_SCHEMAS = ("enum", "const", "default", "examples", "required")
+
+
+def closed_objects(node: object) -> object:
+    """A copy of an argument schema where every object that does not say otherwise allows only its
+    declared properties (``additionalProperties: false``; its ``required`` list stays as given).
+
+    JSON Schema's default admits any extra key, and a small model forced into a call uses that
+    freedom: it copies the schema it was shown ("type", "required", "properties", ...) into the
+    arguments until max_tokens runs out. An explicit ``additionalProperties`` is kept.
+    """
+    if isinstance(node, list):
+        return [closed_objects(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    copy = {}
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            copy[key] = {name: closed_objects(sub) for name, sub in value.items()}
+        elif key in _NOT_SCHEMAS:
+            copy[key] = value
+        else:
+            copy[key] = closed_objects(value)
+    is_object = node.get("type") == "object" or (isinstance(node.get("type"), list) and "object" in node["type"]) \
+        or "properties" in node
+    if is_object and "additionalProperties" not in node and "patternProperties" not in node:
+        copy["additionalProperties"] = False
+    return copy
 
 
 def output_grammar(tools: list[Tool] | tuple[Tool, ...], choice: ToolChoice, response_format: ResponseFormat) -> str | None:

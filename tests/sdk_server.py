@@ -5,8 +5,12 @@ A test module opts in by importing them:
 server (module scope) with its own call log.
 """
 
+import time
+
 import pytest
 from openai import OpenAI
+
+from lifecycle import serving
 
 from tests.test_api import KEY, make_server, serve
 
@@ -19,6 +23,10 @@ def api_server(loaded, tmp_path_factory):
 @pytest.fixture(scope="module")
 def base_url(api_server):
     with serve(api_server) as url:
+        # Starting the routes starts the model's loading (engine built, template primed); until it
+        # is ready every call is a 503, which is not what these tests are about.
+        while serving.model_status().state == "loading":
+            time.sleep(0.05)
         yield url + "/v1"
 
 

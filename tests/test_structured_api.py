@@ -50,6 +50,33 @@ def test_tool_call_round_trip(sdk, loaded, api_server):
     assert second.usage.prompt_tokens > first.usage.prompt_tokens + 10
 
 
+# A plain tool as a new user writes one: no "additionalProperties", so JSON Schema's default would
+# admit any extra key. On this question the model, forced to call, copies the schema it was shown
+# into the arguments ({"city": "London", "properties": {"type": "string", ...}}) unless the grammar
+# holds the arguments to the declared properties.
+PLAIN_WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_plain_tools_arguments_hold_only_its_declared_properties(sdk, loaded, stream):
+    kwargs = dict(model=loaded.name, messages=[{"role": "user", "content": "Is it raining in London right now?"}],
+                  tools=[PLAIN_WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                  temperature=0, max_tokens=60)
+    if stream:
+        with sdk.chat.completions.stream(**kwargs) as events:
+            choice = events.get_final_completion().choices[0]
+    else:
+        choice = sdk.chat.completions.create(**kwargs).choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls
+    arguments = json.loads(call.function.arguments)  # complete JSON
+    declared = PLAIN_WEATHER["function"]["parameters"]
+    assert set(arguments) == set(declared["properties"]), arguments
+    assert isinstance(arguments["city"], str) and arguments["city"]
+
+
 def test_streamed_fragments_reassemble_to_the_same_call(sdk, loaded):
     kwargs = dict(model=loaded.name, messages=QUESTION, tools=[WEATHER],
                   tool_choice={"type": "function", "function": {"name": "get_weather"}}, temperature=0)

@@ -12,6 +12,7 @@ from lifecycle.errors import LifecycleError
 from lifecycle.generate import generate
 from lifecycle.sampling import SamplingSettings
 from lifecycle.tokenize import encode_plain
+from lifecycle.grammar import GrammarConstraint
 from lifecycle.tools import (
     CALL_CLOSE,
     CALL_OPEN,
@@ -142,3 +143,34 @@ def test_auto_lets_the_model_answer_in_text_and_none_never_calls(loaded):
         result = generate(loaded, prompt_ids, GREEDY, 30, constraint=rules.constraint(loaded))
         content, calls = read_output(result.text)
         assert calls == [] and content and not content.startswith("<")
+
+
+def _grammar_takes(loaded, grammar: str, text: str) -> bool:
+    """Whether ``text``, as the model's tokens, is a whole answer the grammar accepts."""
+    constraint = GrammarConstraint(loaded, grammar)
+    with loaded.tokenizer_lock:
+        ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+    try:
+        for token_id in ids:
+            constraint.accept(token_id)
+    except LifecycleError:
+        return False
+    return constraint.complete
+
+
+def test_call_arguments_hold_only_the_declared_properties_at_every_depth(loaded):
+    nested = {"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "required": ["trip"],
+        "properties": {"trip": {"type": "object", "properties": {"properties": {"type": "string"}}},
+                       "extra": {"type": "object", "additionalProperties": {"type": "integer"}}}}}}
+    grammar = output_rules(None, [nested], "required").grammar
+
+    def takes(arguments: str) -> bool:
+        return _grammar_takes(loaded, grammar, call_text("book", arguments))
+
+    assert takes('{"trip": {"properties": "a property named properties is declared"}}')
+    assert takes('{"trip": {}, "extra": {"n": 1}}')  # an explicit additionalProperties is kept
+    assert not takes('{"trip": {}, "type": "object"}')  # an undeclared key at the top
+    assert not takes('{"trip": {"city": "Paris"}}')  # an undeclared key one level down
+    assert not takes('{"extra": {"n": 1}}')  # "trip" is required
+    assert not takes('{"trip": {}, "extra": {"n": "one"}}')

@@ -2,7 +2,8 @@
 
 "Stream it live" runs a fresh generation with ``lifecycle.stream.stream_completion`` and writes
 each SSE frame into the page as it is produced; beside it a non-streaming client's panel stays
-empty until the whole answer exists. Both panels are fed by the same generation.
+empty until the whole answer exists. Both panels are fed by the same generation. Last, a guardrail
+(lifecycle.guardrail) streams the same request with the visitor's block list.
 """
 
 import time
@@ -11,11 +12,13 @@ import pandas as pd
 import streamlit as st
 
 from charts.streaming import event_timeline, inter_token_latency
+from lifecycle.errors import LifecycleError
+from lifecycle.guardrail import FINISH_REASON, Guardrail, check_seconds, parse_guardrail
 from lifecycle.lessons import gaps_sentence, stream_gaps, ttft_sentence
 from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.stream import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
 from lifecycle.vocabulary import show_token
-from ui.cache import answered_prompt
+from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.tables import fitted_table
 from ui.text import ms
@@ -24,6 +27,7 @@ LIVE = "streaming_live"  # session state: the last live run (settings, events, w
 TABLE_EVENTS = 200
 WIRE_EVENTS = 60
 LIVE_TAIL = 8  # frames kept visible in the live panel while streaming
+DEFAULT_BLOCK = "Delhi"  # in the default prompt's answer: an example the visitor edits
 
 
 def event_kind(event: StreamEvent) -> str:
@@ -157,6 +161,47 @@ def _show_live(live: dict, model_name: str) -> None:
             st.caption("Without include_usage the stream carried no token counts, so usage here shows 0.")
 
 
+@per_prompt_cache
+def _guarded_stream(settings, guardrail: Guardrail, _prepared, _loaded) -> list[StreamEvent]:
+    prepared, loaded = _prepared, _loaded
+    return list(stream_completion(loaded, prepared.rendered.ids, settings.sampling(), settings.max_tokens, loaded.name,
+                                  new_completion_id(), settings.include_usage, guardrail=guardrail))
+
+
+def _guardrail(prepared, settings, answer, loaded) -> None:
+    st.subheader("A guardrail outside the model", anchor=False)
+    lines = st.text_area("Blocked phrases, one a line (any case)", DEFAULT_BLOCK, key="guardrail_block", height=80)
+    try:
+        guardrail = parse_guardrail({"block": [line for line in lines.splitlines() if line.strip()]})
+    except LifecycleError as error:
+        st.error(str(error), icon=":material/error:")
+        return
+    with st.spinner("Streaming it again with the check…", show_time=True):
+        frames = _guarded_stream(settings, guardrail, prepared, loaded)
+    finish = next((c["finish_reason"] for e in frames for c in (e.data or {}).get("choices") or [] if c["finish_reason"]),
+                  None)
+    sent = "".join(_delta(e) for e in frames)
+    full = answer.generation.text
+    if finish == FINISH_REASON:
+        st.markdown(f"The same request, streamed again with the check: it ended after **{len(sent):,} of the "
+                    f"{len(full):,} characters** of the free answer with finish_reason **{FINISH_REASON}**. The "
+                    "blocked phrase and everything after it were never sent.")
+    else:
+        st.markdown(f"The same request, streamed again with the check: no blocked phrase appeared, so all "
+                    f"**{len(sent):,} characters** went out and finish_reason is **{finish}**.")
+    pieces = [step.delta for step in answer.generation.steps]
+    cost = check_seconds(guardrail, pieces)
+    gaps = sorted(answer.stream_metrics.inter_token)
+    step = f", against {ms(gaps[len(gaps) // 2])} for a decode step" if gaps else ""
+    st.caption("The check runs after detokenization, before a frame is written: text that could still grow into "
+               "a blocked phrase is held back a token or two, like a stop sequence. It cost "
+               f"{cost * 1e6:,.1f} µs per token here (run over this answer's {len(pieces)} tokens){step}. On the API "
+               'a request opts in with "guardrail": {"block": [...]}.')
+    show_text(sent or "(nothing was sent)")
+    with st.expander("The guarded stream on the wire"):
+        st.code(_wire(frames), language=None, wrap_lines=True)
+
+
 with stage_page("streaming") as settings:
     prepared, answer = answered_prompt(settings)
     loaded = loaded_model()
@@ -194,3 +239,4 @@ with stage_page("streaming") as settings:
                 "after each.")
     st.code(_wire(events), language=None, wrap_lines=True, height=480)
     _usage(prepared, answer)
+    _guardrail(prepared, settings, answer, loaded)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from lifecycle.errors import LifecycleError
+from lifecycle.guardrail import Guardrail, parse_guardrail
 from lifecycle.tools import OutputRules, output_rules
 from lifecycle.model import model_name
 from lifecycle.sampling import MAX_LOGIT_BIAS, SamplingSettings
@@ -52,7 +53,9 @@ HONOURED = (
 # Structured output and tools: validated together (lifecycle.tools.output_rules), sent as given.
 OUTPUT_FIELDS = ("response_format", "tools", "tool_choice", "parallel_tool_calls")
 DEFAULT_RESPONSE_FORMAT = {"type": "text"}
-KNOWN_FIELDS = HONOURED + METADATA_FIELDS + tuple(REFUSED) + EXTENSIONS
+# This server's output check, opt-in: {"guardrail": {"block": [...]}} (lifecycle.guardrail).
+GUARDRAIL = "guardrail"
+KNOWN_FIELDS = HONOURED + METADATA_FIELDS + tuple(REFUSED) + EXTENSIONS + (GUARDRAIL,)
 _MESSAGE_FIELDS = ("role", "content", "name", "refusal", "tool_calls", "tool_call_id", "function_call", "audio",
                    "annotations")
 
@@ -82,6 +85,7 @@ class ChatRequest:
     metadata: dict = field(default_factory=dict)  # user, metadata, store, ... as sent (recorded, not used)
     output: OutputRules = field(default_factory=OutputRules)
     output_fields: dict = field(default_factory=dict)  # response_format, tools, ... as sent
+    guardrail: Guardrail | None = None
     endpoint = "chat/completions"
 
     @property
@@ -119,6 +123,8 @@ class ChatRequest:
             "repetition_penalty": (self.repetition_penalty, 1.0),
         }
         payload.update({name: value for name, (value, default) in optional.items() if value != default})
+        if self.guardrail is not None:
+            payload[GUARDRAIL] = {"block": list(self.guardrail.block)}
         return payload | self.output_fields | self.metadata
 
     def wire_body(self) -> bytes:
@@ -378,6 +384,7 @@ def validate_request(payload: object, *, known_models: Sequence[str] | None = No
         output=output,
         output_fields={name: payload[name] for name in OUTPUT_FIELDS
                        if payload.get(name) is not None and payload[name] != DEFAULT_RESPONSE_FORMAT},
+        guardrail=parse_guardrail(payload.get(GUARDRAIL)),
     )
 
 

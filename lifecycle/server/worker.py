@@ -95,7 +95,8 @@ class GenerationJob:
             generation.generate_steps(self.loaded, self.prompt_ids, sampling_settings(self.chat, index),
                                       self.max_tokens, self.chat.stop, cancelled=self.call.cancel.is_set,
                                       timings=self.timings if index == 0 else None,
-                                      constraint=self.chat.output.constraint(self.loaded))
+                                      constraint=self.chat.output.constraint(self.loaded),
+                                      guardrail=self.chat.guardrail)
             for index in range(self.chat.n)
         ]
 

@@ -67,7 +67,8 @@ def test_stream_it_live_streams_the_same_greedy_answer(page):
     button = next(b for b in page.button if b.label == "Stream it live")
     app = button.click().run()
     assert not app.exception and not app.error
-    assert [t.value for t in app.text].count(recorded) == 2  # the streaming and the non-streaming panel
+    # the streaming and the non-streaming panel, and the guardrail's stream (nothing blocked)
+    assert [t.value for t in app.text].count(recorded) == 3
     assert any("Nothing at all for" in c.value for c in app.caption)
     response = next(json.loads(j.value) for j in app.json if "chat.completion" in str(j.value))
     assert response["object"] == "chat.completion" and response["choices"][0]["message"]["content"] == recorded
@@ -92,3 +93,32 @@ def test_lesson_counts_the_frames_drawn_in_the_table(page):
     assert f"the prefill of {len(render_prompt(Conversation(new_message=PROMPT)).ids)} prompt tokens" in lesson
     ttft = float(re.search(r"reached the client after \*\*([\d,.]+) ms\*\*", lesson).group(1).replace(",", ""))
     assert ttft == pytest.approx(frames[frames["Kind"] == "content"]["At (ms)"].iloc[0], abs=1)
+
+
+def test_the_guardrail_ends_the_stream_before_a_blocked_phrase(loaded):
+    from lifecycle.context import render_messages
+    from lifecycle.generate import generate
+    from lifecycle.sampling import SamplingSettings
+    from tests.pages.harness import run_page
+
+    question = "Write one sentence about the sea."
+    app = run_page("streaming", prompt=question, temperature=0, max_tokens=24)
+    assert not app.exception and not app.error
+    assert "no blocked phrase appeared" in " ".join(m.value for m in app.markdown)
+    ids = render_messages([{"role": "user", "content": question}]).ids
+    generation = generate(loaded, ids, SamplingSettings(temperature=0), 24)
+    free = generation.text
+    assert f"µs per token here (run over this answer's {len(generation.steps)} tokens)" in \
+        " ".join(c.value for c in app.caption)
+    word = max(free.split()[len(free.split()) // 3:], key=len).strip(".,;:!?")
+    app.text_area(key="guardrail_block").set_value(f"{word.upper()}\n").run()
+    assert not app.exception and not app.error
+    kept = free[: free.lower().index(word.lower())]
+    text = " ".join(m.value for m in app.markdown)
+    assert f"ended after **{len(kept):,} of the {len(free):,} characters**" in text
+    assert "finish_reason **content_filter**" in text
+    assert kept.rstrip() in [t.value.rstrip() for t in app.text]
+    wire = next(c.value for c in app.code if '"finish_reason":"content_filter"' in c.value.replace(" ", ""))
+    assert word.lower() not in wire.lower()
+    app.text_area(key="guardrail_block").set_value("   \n").run()
+    assert "the block list is empty" in app.error[0].value
