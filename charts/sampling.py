@@ -66,7 +66,7 @@ def nucleus_figure(cumulative: Sequence[float], top_p: float, nucleus_size: int 
         )
     figure.update_layout(
         template=TEMPLATE, showlegend=False, height=380,
-        xaxis=dict(title=axis_title("Top tokens kept", "log scale")  # short: a phone-wide chart, type="log", dtick="D2"),
+        xaxis=dict(title=axis_title("Top tokens kept", "log scale"), type="log", dtick="D2"),  # short: fits a phone
         yaxis=dict(title=axis_title("Cumulative probability", "%"), tickformat=".0%", range=[0, 1.12]),
     )
     return figure
