@@ -75,7 +75,8 @@ def handout_document(journey: Journey, token_text: Callable[[int], str], cache: 
     for section in sections:
         section.figures = [figure_json(f) for f in figures.get(section.title, [])]
     overview = {
-        "whole journey": f"{journey.total_seconds:,.2f} s",
+        "whole journey, as an API call": f"{journey.total_seconds:,.2f} s",
+        "the app's inspection pass (extra, for its pages)": f"{journey.inspection_seconds:,.2f} s",
         "prompt tokens (with template)": f"{len(journey.forward.ids):,}",
         "answer tokens": f"{journey.generation.completion_tokens:,}",
     }

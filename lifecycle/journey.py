@@ -53,6 +53,7 @@ from lifecycle.tokenize import Tokenization, tokenize
 from lifecycle.vocabulary import show_token
 
 MAX_PROMPT_CHARS = 20_000
+INSPECTION_STAGE = "inspection pass"  # the app's extra pass for its pages, not part of the call
 # Eager attention on a 2-core CPU: ~4.5 s per pass at 1,024 tokens, ~25 s at 2,048. The journey
 # runs two passes (inspection and prefill), so longer prompts are refused rather than left to hang.
 MAX_JOURNEY_TOKENS = 1024
@@ -172,13 +173,19 @@ class Journey:
 
     @property
     def total_seconds(self) -> float:
-        return sum(t.seconds for t in self.timings)
+        """The stages an API call of this request goes through (the app's inspection pass left out)."""
+        return sum(t.seconds for t in self.timings if t.stage != INSPECTION_STAGE)
+
+    @property
+    def inspection_seconds(self) -> float:
+        """The app's own extra forward pass for its pages, which a plain API call never runs."""
+        return sum(t.seconds for t in self.timings if t.stage == INSPECTION_STAGE)
 
     @classmethod
     def of(cls, prepared: PreparedPrompt, inspection: Inspection, answer: Answer) -> Journey:
         """The whole journey from its three stages (each possibly computed apart and cached)."""
         inspection_timing = StageTiming(
-            "inspection pass", inspection.seconds, "one extra forward pass for the attention and logit-lens views"
+            INSPECTION_STAGE, inspection.seconds, "one extra forward pass for the attention and logit-lens views"
         )
         return cls(
             input=prepared.input,

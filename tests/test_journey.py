@@ -89,3 +89,10 @@ def test_prompt_over_the_window_is_context_length_exceeded(loaded):
 
 def test_the_journey_limit_is_below_the_window(loaded):
     assert MAX_JOURNEY_TOKENS < loaded.context_window
+
+
+def test_the_journeys_total_is_the_calls_stages_and_the_inspection_pass_stands_apart(journey):
+    inspection = [t.seconds for t in journey.timings if t.stage == "inspection pass"]
+    assert len(inspection) == 1 and inspection[0] > 0
+    assert journey.inspection_seconds == inspection[0]
+    assert journey.total_seconds == pytest.approx(sum(t.seconds for t in journey.timings) - inspection[0])
