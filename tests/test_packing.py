@@ -68,3 +68,12 @@ def test_a_matrix_not_made_of_blocks_of_codes_is_not_packed(stack):
     assert pack(nudged) is None
     assert pack(torch.randn(64, 576, generator=torch.Generator().manual_seed(0))) is None
     assert pack(weight[:, :100].contiguous()) is None  # rows not a whole number of 32-weight blocks
+
+
+def test_the_kernels_sentence_names_what_each_kind_of_step_runs():
+    from lifecycle.engine.llama import _kernels
+
+    assert _kernels(True, 121, 121, True) == ("one-token steps: gemv.c over the GGUF's packed 4/8-bit codes "
+                                              "(121 of 121 matrices); batched steps and prefill: oneDNN")
+    assert "gemv.c over fp32 weights" in _kernels(True, 0, 121, True)
+    assert _kernels(False, 0, 121, False) == "every step's matrix products: PyTorch's F.linear (no compiled gemv.c here)"

@@ -47,8 +47,8 @@ def _panel(mine: str | None) -> None:
     mean_batch = sum(s.batch_size for s in recent) / len(recent) if recent else 0.0
     columns = st.columns(4)
     columns[0].metric("In the batch now", len(state.running), help=f"At most {state.max_batch} at once.")
-    columns[1].metric("Waiting", len(state.waiting), help=f"At most {state.queue_capacity} wait; "
-                      "then the API answers 503 and pages wait outside, showing their place.")
+    columns[1].metric("Waiting", len(state.waiting), help=f"Pages always get a place in line; API calls beyond "
+                      f"{state.queue_capacity} waiting get a 503 queue_full with retry-after.")
     columns[2].metric("Server tokens/s", f"{state.tokens_per_second:,.1f}",
                       help=f"Every request's generated tokens over the last {RATE_WINDOW_SECONDS:.0f} s.")
     columns[3].metric("Mean batch size", f"{mean_batch:.1f}", help=f"Over the {len(recent)} steps of the last "
@@ -57,6 +57,7 @@ def _panel(mine: str | None) -> None:
     st.plotly_chart(batch_timeline(state.steps, now), key="engine_timeline", theme=None)
     st.caption("One bar per model step: orange steps also read new prompts (prefill), blue ones only decode. "
                "Hover a bar for its tokens and time.")
+    st.caption(f"Kernels on this machine — {state.kernels}.")
     if state.running:
         st.dataframe(running_rows(state.running, mine), hide_index=True)
     if state.waiting:

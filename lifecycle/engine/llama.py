@@ -121,6 +121,7 @@ class LlamaStack:
         gemv = compiled_gemv(cache_root() / "kernels")
         self.packed = self._packed(packed_store, weights_sha256) if gemv is not None and gemv.reads_packed else {}
         self.linear = matrix_product(gemv, self.packed)
+        self.kernels = _kernels(gemv is not None, len(self.packed), len(self.matrices()), _onednn_linear() is not None)
 
     def matrices(self) -> list[torch.Tensor]:
         """Every weight matrix a decode step reads, the output head last."""
@@ -330,6 +331,16 @@ def matrix_product(vector: Linear | None = None, packed: dict[int, Packed] | Non
         return matrix(x, weight, bias)
 
     return linear
+
+
+def _kernels(compiled: bool, packed: int, matrices: int, onednn: bool) -> str:
+    """Which product each kind of step runs on this machine, in words (for Live calls)."""
+    batched = "oneDNN" if onednn else "PyTorch's F.linear"
+    if not compiled:
+        return f"every step's matrix products: {batched} (no compiled gemv.c here)"
+    one = (f"gemv.c over the GGUF's packed 4/8-bit codes ({packed} of {matrices} matrices)" if packed
+           else "gemv.c over fp32 weights (these weights do not pack)")
+    return f"one-token steps: {one}; batched steps and prefill: {batched}"
 
 
 def _onednn_linear() -> Linear | None:

@@ -192,6 +192,7 @@ class EngineState:
     queue_capacity: int
     max_batch: int
     prefill_chunk: int
+    kernels: str = ""  # which matrix product each kind of step runs (LlamaStack.kernels)
 
 
 @dataclass
@@ -374,7 +375,7 @@ class Engine:
             waiting = [WaitingRequest(h.id, h.request.label, h.request.tag, i + 1) for i, h in enumerate(self._waiting)]
             steps = list(self._steps)
         return EngineState(running, waiting, steps, _rate(steps), self.prefix_cache.stats(),
-                           self.queue_capacity, self.max_batch, self.prefill_chunk)
+                           self.queue_capacity, self.max_batch, self.prefill_chunk, self.stack.kernels)
 
     # --- the scheduler thread ------------------------------------------------------------------
 

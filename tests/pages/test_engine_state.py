@@ -31,3 +31,15 @@ def test_live_calls_shows_the_running_batch_with_the_sessions_own_generation(run
     assert max(plotly_figure(app, "engine_timeline").data[0].y) >= 1
     assert any("steps** carrying" in m.value for m in app.markdown)
     pending.result(300)
+
+
+def test_live_calls_says_which_kernels_this_machine_runs(run_page, loaded):
+    from lifecycle.engine import shared_engine
+
+    stack = shared_engine(loaded).stack
+    app = run_page("live-calls", prompt=PROMPT)
+    assert not app.exception
+    caption = next(c.value for c in app.caption if c.value.startswith("Kernels on this machine"))
+    assert stack.kernels in caption
+    if stack.packed:  # this machine's CPU reads packed codes (tests/test_packing.py checks that it does)
+        assert f"({len(stack.packed)} of {len(stack.matrices())} matrices)" in caption
