@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,10 +15,6 @@ def token_labels(texts: Sequence[str], start: int = 0) -> list[str]:
     """Unique, readable labels: position (counting from ``start``) and the text, whitespace made visible."""
     return [f"{i}: {show_token(text)}" for i, text in enumerate(texts, start=start)]
 
-
-def quoted(text: str) -> str:
-    """A token in quotes for a Markdown sentence (shown as every page shows tokens), punctuation escaped."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>$~])", r"\\\1", f"'{show_token(text)}'")
 
 
 def embedding_strip(vectors: np.ndarray, labels: Sequence[str], dims: int) -> go.Figure:

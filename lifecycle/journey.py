@@ -52,6 +52,8 @@ from lifecycle.stream import StreamEvent, StreamMetrics, stream_events, stream_m
 from lifecycle.tokenize import Tokenization, tokenize
 from lifecycle.vocabulary import show_token
 
+# The longest prompt the journey takes, in characters: the sidebar's box, a link's prompt and the pages all use this
+# one value (the API has no character limit of its own: its body is capped in bytes, its prompt by the window).
 MAX_PROMPT_CHARS = 20_000
 INSPECTION_STAGE = "inspection pass"  # the app's extra pass for its pages, not part of the call
 # Eager attention on a 2-core CPU: ~4.5 s per pass at 1,024 tokens, ~25 s at 2,048. The journey

@@ -4,18 +4,13 @@ import numpy as np
 import plotly.graph_objects as go
 
 from charts.theme import DIVERGING
-from charts.embeddings import embedding_strip, pca_map, quoted, similarity_matrix, token_labels
+from charts.embeddings import embedding_strip, pca_map, similarity_matrix, token_labels
 
 
 def test_token_labels_are_unique_and_show_whitespace():
     labels = token_labels([" the", " the", "\n"], start=5)
     assert labels == ["5: ␣the", "6: ␣the", "7: ↵"]
     assert len(set(labels)) == 3
-
-
-def test_quoted_escapes_markdown_so_token_text_stays_literal():
-    assert quoted("*x*") == "'\\*x\\*'"
-    assert quoted("<b>") == "'\\<b\\>'"
 
 
 def test_strip_keeps_the_first_dims_centred_on_zero():

@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 import streamlit as st
 
 from lifecycle.errors import LifecycleError
+from lifecycle.journey import MAX_PROMPT_CHARS
 
 # The walkthrough's question. At the default temperature 0 (greedy) SmolLM2-135M answers "The capital
 # of India is New Delhi, …" in 24 tokens, finish_reason "stop" (checked in tests/pages/test_defaults.py).
@@ -26,7 +27,6 @@ DEFAULT_PROMPT = "What's the capital of India?"
 # the third most likely token (probabilities after temperature).
 WRONG_DRAW = {"temperature": 0.7, "seed": 42, "answer": "The capital of India is Kolkata.",
               "odds": ((" New", 0.434), (" Mumbai", 0.406), (" Kolk", 0.092))}
-MAX_PROMPT_CHARS = 60_000  # above the 8,192-token window for any text, so overflow stays demonstrable
 
 
 @dataclass(frozen=True)

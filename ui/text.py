@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from lifecycle.vocabulary import show_token
+
 MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()<>#+-.!|~:$=\"'&@%^")
 
 
@@ -28,6 +30,12 @@ def literal(text: object, limit: int = 500) -> str:
     shown = shown.replace("\r\n", "\n").replace("\r", "\n").replace("\n", " ↵ ")
     shown = _AUTOLINK_START.sub(ZERO_WIDTH_SPACE, shown)
     return "".join(f"\\{c}" if c in MARKDOWN_PUNCTUATION else c for c in shown)
+
+
+def quoted(token: str) -> str:
+    """A token in quotes for a Markdown sentence, written as every page writes tokens (``show_token``),
+    made literal by ``literal``: the one escaper for text inside Markdown."""
+    return literal(f"'{show_token(token)}'")
 
 
 _IMAGE = re.compile(r"!\[([^\]\n]*)\]\(([^)\n]*)\)")

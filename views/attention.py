@@ -6,11 +6,12 @@ import streamlit as st
 from lifecycle.vocabulary import show_token
 
 from charts.attention import attention_bars, attention_heatmap, attention_mosaic, logit_lens_chart
-from charts.embeddings import quoted, token_labels
+from charts.embeddings import token_labels
 from lifecycle.forward import ForwardPass, run_forward, token_text
 from ui.frame import lesson, loaded_model, stage_page
 from ui.tables import fitted_table
 from ui.cache import inspected_prompt
+from ui.text import quoted
 
 PRONOUN_SENTENCE = "The programmer fixed the bug because it caused crashes."
 PRONOUN, ANTECEDENT = " it", " bug"

@@ -4,12 +4,13 @@ import numpy as np
 import streamlit as st
 
 from charts.theme import DIVERGING_MEANING
-from charts.embeddings import embedding_strip, pca_map, quoted, similarity_matrix, token_labels
+from charts.embeddings import embedding_strip, pca_map, similarity_matrix, token_labels
 from lifecycle.errors import LifecycleError
 from lifecycle.forward import cosine_similarity_matrix, embed_words, pca_2d, pca_share, token_text
 from lifecycle.lessons import pca_sentence
 from ui.cache import inspected_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
+from ui.text import quoted
 
 DEFAULT_WORDS = "car, automobile, vehicle, truck, banana, apple"
 MAX_STRIP_TOKENS = 96

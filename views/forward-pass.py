@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from charts.attention import logit_lens_chart
-from charts.embeddings import quoted, token_labels
+from charts.embeddings import token_labels
 from charts.forward_pass import (
     block_flow_chart,
     residual_stream_chart,
@@ -20,6 +20,7 @@ from lifecycle.forward import token_text
 from lifecycle.model import LoadedModel
 from ui.cache import per_prompt_cache, prepared_prompt
 from ui.frame import lesson, loaded_model, stage_page
+from ui.text import quoted
 
 SHOWN_DIMS = 64
 KEYS_BEFORE = 40  # keys shown left of the chosen token in the score chart

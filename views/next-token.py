@@ -3,13 +3,13 @@
 import numpy as np
 import streamlit as st
 
-from charts.embeddings import quoted
 from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
 from lifecycle.lessons import probability_mass_sentence
 from lifecycle.vocabulary import show_token
 from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
+from ui.text import quoted
 
 TOP_CANDIDATES = 15
 

@@ -6,6 +6,7 @@ from tests.pages.harness import texts
 from ui.settings import DEFAULT_PROMPT, NUMBERS, parse_history
 from ui.stages import PHASES, STAGES
 from lifecycle.errors import LifecycleError
+from lifecycle.journey import MAX_PROMPT_CHARS
 
 
 def test_home_renders_the_map_with_a_link_to_every_stage(run_page):
@@ -61,6 +62,15 @@ def test_out_of_range_url_values_fall_back_with_a_message(run_page):
     assert "temperature='9'" in warnings and "top_k='many'" in warnings and "max_tokens='0'" in warnings
     assert app.sidebar.slider(key="temperature").value == NUMBERS["temperature"].default
     assert app.sidebar.number_input(key="max_tokens").value == NUMBERS["max_tokens"].default
+
+
+def test_a_link_prompt_over_the_journeys_limit_is_cut_to_it_with_a_message(run_page):
+    app = run_page("tokenization", prompt="word " * (MAX_PROMPT_CHARS // 5) + "x")
+    assert not app.exception
+    assert f"longer than {MAX_PROMPT_CHARS:,} characters" in app.warning[0].value
+    box = app.sidebar.text_area(key="prompt")
+    assert box.proto.max_chars == MAX_PROMPT_CHARS and len(box.value) == MAX_PROMPT_CHARS
+    assert not app.error  # the cut prompt is one the journey takes
 
 
 def test_unreadable_history_is_a_message_not_a_traceback(run_page):
