@@ -30,9 +30,9 @@ DOCUMENTS = "retrieved documents"
 HISTORY = "history"
 NEW_MESSAGE = "new message"
 SEGMENT_ORDER = (TEMPLATE, SYSTEM, DEFAULT_SYSTEM, TOOLS, DOCUMENTS, HISTORY, NEW_MESSAGE)
-# Window presets; "model" is SmolLM2-135M-Instruct's own max_position_embeddings. The larger ones
-# are accounting views only: this model cannot attend beyond its own window.
-CONTEXT_WINDOWS = {"model": 8192, "8k": 8192, "32k": 32768, "128k": 128000}
+# Hosted models' window sizes, for comparison: accounting views only (a model cannot attend beyond its
+# own window, which is its config's max_position_embeddings: ``LoadedModel.context_window``).
+CONTEXT_WINDOWS = {"8k": 8192, "32k": 32768, "128k": 128000}
 TRUNCATION_STRATEGY = "oldest_turns_first"
 
 

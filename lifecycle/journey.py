@@ -25,7 +25,6 @@ import numpy as np
 
 from lifecycle.call_timeline import Span, call_spans
 from lifecycle.context import (
-    CONTEXT_WINDOWS,
     ContextBudget,
     Conversation,
     RenderedPrompt,
@@ -75,7 +74,7 @@ class JourneyInput:
     max_tokens: int = 48
     stop: tuple[str, ...] = ()
     include_usage: bool = True
-    window: int = CONTEXT_WINDOWS["model"]
+    window: int | None = None  # a smaller window for a demo; None: the model's own
 
     def conversation(self) -> Conversation:
         history = [{"role": role, "content": content} for role, content in self.history]
@@ -237,8 +236,9 @@ class _Stopwatch:
         return result
 
 
-def prepare(inp: JourneyInput, model_name: str) -> PreparedPrompt:
-    """The stages before the model: request, tokenization, chat template and window budget.
+def prepare(inp: JourneyInput, model_name: str, model_window: int) -> PreparedPrompt:
+    """The stages before the model: request, tokenization, chat template and window budget (in
+    ``inp.window``, else the model's own ``model_window``).
 
     Raises LifecycleError for input no stage can take; a prompt too long to run is still prepared
     (the Tokenization and Context window pages show it), ``check_runnable`` refuses it.
@@ -248,7 +248,7 @@ def prepare(inp: JourneyInput, model_name: str) -> PreparedPrompt:
     request = clock.run("request", lambda: journey_request(inp, model_name))
     prompt_tokens = clock.run("tokenization", lambda: tokenize(inp.prompt))
     rendered = clock.run("chat template", lambda: render_prompt(inp.conversation(), raw=inp.raw))
-    budget = context_budget(rendered, inp.window, inp.max_tokens)
+    budget = context_budget(rendered, inp.window or model_window, inp.max_tokens)
     return PreparedPrompt(inp, model_name, request, prompt_tokens, rendered, budget, clock.timings)
 
 
@@ -258,7 +258,7 @@ def check_runnable(prepared: PreparedPrompt, loaded: LoadedModel) -> None:
     if not budget.fits or len(rendered.ids) + inp.max_tokens > loaded.context_window:
         raise LifecycleError(
             f"The prompt needs {budget.prompt_tokens:,} tokens plus {inp.max_tokens:,} reserved for the answer, "
-            f"more than the {min(inp.window, loaded.context_window):,}-token window.",
+            f"more than the {min(budget.window, loaded.context_window):,}-token window.",
             param="messages",
             code="context_length_exceeded",
         )
@@ -390,7 +390,7 @@ def answer(
 def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey:
     """Carry ``inp`` through every stage on the real model."""
     loaded = loaded or shared_model()
-    prepared = prepare(inp, loaded.name)
+    prepared = prepare(inp, loaded.name, loaded.context_window)
     check_runnable(prepared, loaded)
     generated = answer(prepared, loaded)  # first, so the inspection pass never delays it
     return Journey.of(prepared, inspect_prompt(prepared, loaded), generated)

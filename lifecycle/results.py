@@ -63,7 +63,9 @@ class JourneyResults:
 
     def prepared(self, inp: JourneyInput) -> PreparedPrompt:
         """Request, tokenization, template and budget for ``inp`` (LifecycleError for bad input)."""
-        return self.cache.get(("prepare", self.loaded.name, inp), lambda _report: prepare(inp, self.loaded.name))
+        loaded = self.loaded
+        return self.cache.get(("prepare", loaded.name, inp),
+                              lambda _report: prepare(inp, loaded.name, loaded.context_window))
 
     def prefill_key(self, inp: JourneyInput) -> Hashable:
         return ("prefill", self.loaded.name, tuple(self.prepared(inp).rendered.ids))

@@ -129,7 +129,7 @@ def test_render_messages_segments_api_requests(loaded):
 
 
 def test_budget_reports_free_and_overflow(loaded):
-    assert cx.CONTEXT_WINDOWS["model"] == loaded.context_window
+    assert loaded.context_window == loaded.model.config.max_position_embeddings
     prompt = cx.render_prompt(cx.Conversation("Hello there"))
     n = len(prompt.ids)
     roomy = cx.context_budget(prompt, cx.CONTEXT_WINDOWS["8k"], 100)

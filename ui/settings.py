@@ -170,7 +170,7 @@ def render_settings_sidebar() -> None:
             "",
             key="system_prompt",
             bind="query-params",
-            help="Empty: SmolLM2's chat template inserts its own default system prompt.",
+            help="Empty: the model's chat template inserts its own default system prompt.",
         )
         st.text_area(
             "Earlier turns",

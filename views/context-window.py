@@ -21,7 +21,6 @@ from ui.frame import lesson, loaded_model, stage_page
 
 MAX_TEMPLATE_CHARS = 6_000
 WINDOW_LABELS = {
-    "model": "SmolLM2's own (8,192)",
     "8k": "8k preset (8,192)",
     "32k": "32k preset (32,768)",
     "128k": "128k preset (128,000)",
@@ -103,7 +102,7 @@ def overflow_demo(settings) -> None:
     st.subheader("Overflow: what truncation drops", anchor=False)
     left, right = st.columns(2)
     with left:
-        window = st.number_input("Small window for the demo (tokens)", 16, CONTEXT_WINDOWS["model"], 256, 16,
+        window = st.number_input("Small window for the demo (tokens)", 16, loaded_model().context_window, 256, 16,
                                  key="overflow_window")
     with right:
         example = st.checkbox("Use an example 8-message history", value=not settings.history, key="overflow_example",
@@ -161,9 +160,10 @@ with stage_page("context-window") as settings:
 
     st.subheader("The budget", anchor=False)
     chart_box = st.container()  # the chart first, its controls under it
-    choice = st.radio("Window", list(WINDOW_LABELS), format_func=WINDOW_LABELS.get, horizontal=True,
-                      key="context_window")
-    window = CONTEXT_WINDOWS[choice]
+    windows = {"model": model.context_window, **CONTEXT_WINDOWS}
+    labels = {"model": f"The model's own ({model.context_window:,})", **WINDOW_LABELS}
+    choice = st.radio("Window", list(labels), format_func=labels.get, horizontal=True, key="context_window")
+    window = windows[choice]
     st.caption(
         f"{window_sentence(model.name, model.context_window)}; "
         "the 32k and 128k presets only show how the same request would fill a larger hosted model's window."

@@ -41,6 +41,7 @@ def test_remote_generation_gives_the_local_tokens_with_their_logprobs(app_url, a
     assert [d.token_id for d in remote.detokenized] == remote.generation.token_ids
 
 
+@pytest.mark.slow  # starts a second `streamlit run app.py`, which loads its own model
 def test_a_second_app_serves_its_pages_from_the_remote(app_url, api_key, loaded):
     expected = run_journey(JourneyInput(PROMPT, sampling=GREEDY, max_tokens=24), loaded).generation
     log = CallLog(default_call_log_path())
@@ -57,7 +58,7 @@ def test_a_second_app_serves_its_pages_from_the_remote(app_url, api_key, loaded)
 
 
 def test_a_wrong_key_or_an_unreachable_engine_is_a_clear_error(app_url, loaded):
-    payload = prepare(JourneyInput(PROMPT, sampling=GREEDY, max_tokens=4), loaded.name).request.to_payload()
+    payload = prepare(JourneyInput(PROMPT, sampling=GREEDY, max_tokens=4), loaded.name, loaded.context_window).request.to_payload()
     with pytest.raises(LifecycleError, match="answered 401"):
         list(RemoteEngine(f"{app_url}/v1", "sk-wrong").generate_steps(loaded, payload))
     with pytest.raises(LifecycleError, match="failed: ConnectError"):

@@ -27,16 +27,16 @@ def traces(chart: dict) -> dict[str, list]:
     return {trace["name"]: trace["x"] for trace in chart["data"]}
 
 
-def test_budget_of_this_run_matches_lifecycle(page):
+def test_budget_of_this_run_matches_lifecycle(page, loaded):
     prompt = render_prompt(Conversation(PROMPT))
-    budget = context_budget(prompt, CONTEXT_WINDOWS["model"], MAX_TOKENS)
+    budget = context_budget(prompt, loaded.context_window, MAX_TOKENS)
     assert f"receives **{budget.prompt_tokens:,}**" in page.markdown[1].value
     assert f"**{budget.free:,} tokens stay free**" in page.markdown[1].value
     bars = traces(charts(page)[0])
     assert bars["template overhead"][0] == next(s.tokens for s in prompt.segments if s.name == "template")
     assert bars["new message"][0] == next(s.tokens for s in prompt.segments if s.name == "new message")
     assert bars["output reserve"][0] == MAX_TOKENS and bars["free"][0] == budget.free
-    assert charts(page)[0]["layout"]["shapes"][0]["x0"] == CONTEXT_WINDOWS["model"]
+    assert charts(page)[0]["layout"]["shapes"][0]["x0"] == loaded.context_window
 
 
 def test_rendered_template_shows_the_special_tokens_as_text(page):
