@@ -152,8 +152,29 @@ def url_problems(params: Mapping[str, str]) -> list[str]:
     return problems
 
 
+def bound_defaults() -> dict[str, object]:
+    """Each sidebar widget's key (its query parameter) and default value; a default is never in the URL."""
+    numbers = {key: (int if key in INTEGERS else float)(spec.default) for key, spec in NUMBERS.items()}
+    return {"prompt": DEFAULT_PROMPT, "system_prompt": "", "history": "", **numbers, "include_usage": True}
+
+
+def restore_lost_query() -> None:
+    """Put back into the URL any setting the session holds but the URL lost on a page switch.
+
+    Streamlit's frontend carries bound parameters across a sidebar page switch, but under load it
+    sometimes sends the new page's run without them (seen in the browser suite: the widgets kept the
+    prompt, the URL stayed bare). Streamlit writes a bound widget's value back to the URL when it was
+    set through ``st.session_state`` before the widget is drawn, so a value missing from the URL is set
+    again, unchanged. Must run before the widgets are created."""
+    state, query = st.session_state, st.query_params
+    for key, default in bound_defaults().items():
+        if key in state and key not in query and state[key] != default:
+            state[key] = state[key]
+
+
 def render_settings_sidebar() -> None:
     """The shared settings widgets, each bound to the URL query parameter named like its key."""
+    restore_lost_query()
     sidebar = st.sidebar
     sidebar.text_area(
         "Prompt",

@@ -64,6 +64,18 @@ def test_out_of_range_url_values_fall_back_with_a_message(run_page):
     assert app.sidebar.number_input(key="max_tokens").value == NUMBERS["max_tokens"].default
 
 
+def test_a_page_switch_that_lost_the_query_puts_the_settings_back_in_the_url(run_page):
+    """The browser suite once saw the sidebar's page switch arrive without the query (the widgets kept
+    their values, the URL stayed bare for good): the next page's run writes them back."""
+    app = run_page("tokenization", prompt="Why do cats purr?", temperature=0.2)
+    assert app.query_params == {"prompt": "Why do cats purr?", "temperature": "0.2"}
+    app.query_params.clear()  # what the frontend sent with the switch
+    app.switch_page("views/sampling.py").run()
+    assert not app.exception and app.title[0].value == "Sampling"
+    assert app.query_params == {"prompt": "Why do cats purr?", "temperature": "0.2"}  # defaults stay out
+    assert app.sidebar.slider(key="temperature").value == 0.2 and "Why do cats purr?" in texts(app)
+
+
 def test_a_link_prompt_over_the_journeys_limit_is_cut_to_it_with_a_message(run_page):
     app = run_page("tokenization", prompt="word " * (MAX_PROMPT_CHARS // 5) + "x")
     assert not app.exception
