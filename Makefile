@@ -9,7 +9,7 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 BROWSER_PACKAGES := chromium fonts-noto-cjk fonts-noto-core fonts-noto-color-emoji
 TORCH_CPU_WHEELS := https://download.pytorch.org/whl/cpu/torch/
 
-.PHONY: install install-dev run test test-fast test-py312 bench browser cloud-check clean
+.PHONY: install install-dev run test test-slow test-fast test-py312 bench browser cloud-check clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,8 +50,13 @@ browser:
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
+# Every test but the few marked slow (each costs minutes: the GGUF converted again, a second app server);
+# `make test-slow` runs those, and CI (.ci/run) runs both.
 test: install-dev browser
-	$(OFFLINE) $(PY) -m pytest
+	$(OFFLINE) $(PY) -m pytest -m "not slow"
+
+test-slow: install-dev browser
+	$(OFFLINE) $(PY) -m pytest -m slow
 
 test-fast: install-dev
 	$(OFFLINE) $(PY) -m pytest -m "not browser"

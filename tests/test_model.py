@@ -53,6 +53,7 @@ def test_a_damaged_cache_is_detected(cache_copy, damage):
     assert not lm.cache_is_valid(cache_copy)
 
 
+@pytest.mark.slow  # converts the GGUF again (~20 s quiet, minutes on a busy machine)
 def test_a_corrupt_cache_is_rebuilt_from_the_gguf_with_identical_logits(cache_copy, loaded):
     with (cache_copy / "model.safetensors").open("r+b") as handle:
         handle.truncate(1000)
@@ -76,6 +77,7 @@ def test_a_missing_model_is_a_clear_error(monkeypatch, tmp_path):
         lm.load_model()
 
 
+@pytest.mark.slow  # loads the GGUF (~20 s quiet)
 def test_a_cache_folder_that_cannot_be_written_loads_the_gguf_in_memory_with_a_warning(loaded, tmp_path, monkeypatch):
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")  # nothing can be created below it, even by root (chmod would not stop root)

@@ -22,12 +22,36 @@ API_KEY_NAME = "browser-tests"
 API_KEY = "sk-browser-tests-" + secrets.token_hex(16)
 
 
-@pytest.fixture(scope="session")
-def app_url(tmp_path_factory) -> str:
-    """Base URL of `streamlit run app.py` started fresh for this test session, stopped at the end."""
+BROWSER_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Every test in tests/browser is a browser test, whether or not its module says so, so that
+    ``-m "not browser"`` (make test-fast, make test-py312) never starts chromium or an app server."""
+    for item in items:
+        if BROWSER_TESTS in Path(item.path).parents:
+            item.add_marker(pytest.mark.browser)
+
+
+def _started_app(tmp_path_factory):
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     env = {"LIFECYCLE_API_KEYS": f"{API_KEY_NAME}:{API_KEY}"}
-    with AppServer(env, log=log, ready="/_stcore/health") as server:
+    return AppServer(env, log=log, ready="/_stcore/health")
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory) -> str:
+    """Base URL of `streamlit run app.py` started once for the whole test session, stopped at the end:
+    every browser test shares it, as a class shares one server."""
+    with _started_app(tmp_path_factory) as server:
+        yield server.url
+
+
+@pytest.fixture
+def fresh_app_url(tmp_path_factory) -> str:
+    """Base URL of a `streamlit run app.py` started for this one test and stopped after it: the test's
+    first request is the first the server ever sees (no other test has warmed its model or caches)."""
+    with _started_app(tmp_path_factory) as server:
         yield server.url
 
 

@@ -13,6 +13,8 @@ from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, mai
 from ui.stages import PHASES
 
 PROMPT = 'Say hi. <script>window.injected = 1</script> & "quotes"'
+pytestmark = pytest.mark.browser
+
 JOURNEY_PHASES = ("The client and the API", "Inside the model", "Back to the client")
 
 
