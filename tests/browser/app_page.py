@@ -13,8 +13,21 @@ CHARTS_DRAWN = (
     "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
     ".every(chart => chart.querySelector('.main-svg'))"
 )
-SETTLE_MS = 1500
-RERUN_GRACE_MS = 400  # a widget bound to the URL may start one more run right after the first  # after a viewport resize the frontend re-lays out every element
+SETTLE_MS = 300  # the layout counts as settled once nothing in it moved for this long
+RERUN_GRACE_MS = 400  # a widget bound to the URL may start one more run right after the first
+# Resolves once the page's height and width, and every chart's drawn size, stayed the same for SETTLE_MS
+# (looked at every 100 ms): after a resize the frontend re-lays out every element and Plotly redraws.
+LAYOUT_STILL = """settleMs => new Promise(resolve => {
+    let last = null, since = performance.now();
+    const look = () => {
+        const main = document.querySelector('[data-testid="stMain"]');
+        const now = [main?.scrollHeight, main?.scrollWidth, ...[...document.querySelectorAll('.main-svg')]
+            .map(svg => `${svg.getAttribute('width')}x${svg.getAttribute('height')}`)].join();
+        if (now !== last) { last = now; since = performance.now(); }
+        if (performance.now() - since >= settleMs) resolve(true); else setTimeout(look, 100);
+    };
+    look();
+})"""
 
 
 def open_page(page: Page, base_url: str, url_path: str = "", **params: object) -> None:
@@ -32,6 +45,11 @@ def wait_idle(page: Page) -> None:
     page.wait_for_selector(IDLE_APP)
 
 
+def wait_still(page: Page) -> None:
+    """Until the layout has stopped moving (see LAYOUT_STILL), instead of a fixed pause."""
+    page.evaluate(LAYOUT_STILL, SETTLE_MS)
+
+
 def main_text(page: Page) -> str:
     return page.get_by_test_id("stMainBlockContainer").inner_text()
 
@@ -45,8 +63,8 @@ def full_screenshot(page: Page, path) -> None:
     width = page.viewport_size["width"]
     page.set_viewport_size({"width": width, "height": max(900, min(int(height) + 40, 8000))})
     wait_idle(page)
-    page.wait_for_timeout(SETTLE_MS)
     page.wait_for_function(CHARTS_DRAWN)
+    wait_still(page)
     page.screenshot(path=path, full_page=True)
 
 

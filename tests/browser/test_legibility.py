@@ -9,14 +9,14 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, SETTLE_MS, full_screenshot, open_page, wait_idle
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, open_page, wait_idle, wait_still
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import chart_text_problems, cut_text_problems, first_top, table_problems
 from ui.stages import HOME, STAGES, neighbours
 
 pytestmark = pytest.mark.browser
 
-SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
+SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}  # widest first: one page resized
 PAGES = [HOME, *STAGES]
 PAGE_IDS = [page.url_path or "home" for page in PAGES]
 # Each page's main visual, which presenter mode must bring onto the first screen of a projector: the
@@ -36,52 +36,33 @@ MAIN_VISUAL = {
 MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
 
 
-# What the checks still find, page by page: (page, size) -> why. Strict: a fix turns it into a failure until
-# the entry is removed, so this list can only shrink. Empty since the 1 Dec 2026 run.
-NOT_YET_LEGIBLE: dict[tuple[str, str], str] = {}
-# Pages whose main visual is not yet on a 1024x768 projector's first screen in presenter mode.
-NOT_YET_PRESENTED: dict[str, str] = {}
-
-
-def _legibility_cases():
-    for stage, name in zip(PAGES, PAGE_IDS):
-        for size in SIZES:
-            reason = NOT_YET_LEGIBLE.get((name, size))
-            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-            yield pytest.param(size, stage, marks=marks, id=f"{name}-{size}")
-
-
-@pytest.fixture
-def sized_page(browser, request):
-    width, height = SIZES[request.param]
+@pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
+def test_every_page_is_legible(app_url, browser, screenshots, stage):
+    """The page opened once at the widest size, then resized to each of the others (the frontend lays
+    out again: columns stack, charts redraw, the sidebar closes on a phone), with every check at each."""
+    width, height = SIZES["laptop"]
     context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(PAGE_TIMEOUT_MS)
-    yield request.param, context.new_page()
-    context.close()
+    problems: dict[str, list[str]] = {}
+    try:
+        page = context.new_page()
+        open_page(page, app_url, stage.url_path)
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            wait_idle(page)
+            expect(page.locator(EXCEPTION)).to_have_count(0)
+            folder = screenshots / size
+            folder.mkdir(exist_ok=True)
+            full_screenshot(page, folder / f"{stage.url_path or 'home'}.png")
+            found = chart_text_problems(page) + table_problems(page) + cut_text_problems(page)
+            if found:
+                problems[size] = found
+    finally:
+        context.close()
+    assert problems == {}
 
 
-@pytest.mark.parametrize(("sized_page", "stage"), list(_legibility_cases()), indirect=["sized_page"])
-def test_every_page_is_legible(app_url, sized_page, screenshots, stage):
-    size, page = sized_page
-    open_page(page, app_url, stage.url_path)
-    expect(page.locator(EXCEPTION)).to_have_count(0)
-    folder = screenshots / size
-    folder.mkdir(exist_ok=True)
-    full_screenshot(page, folder / f"{stage.url_path or 'home'}.png")
-    assert chart_text_problems(page) == []
-    assert table_problems(page) == []
-    assert cut_text_problems(page) == []
-
-
-def _presenter_cases():
-    for stage, name in zip(PAGES, PAGE_IDS):
-        reason = NOT_YET_PRESENTED.get(name)
-        # Not strict: how far down the main visual starts depends on live content (the engine panel, a game round).
-        marks = [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
-        yield pytest.param(stage, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("stage", list(_presenter_cases()))
+@pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
 def test_presenter_mode_shows_the_main_visual_on_the_first_screen_of_a_projector(app_url, browser, screenshots,
                                                                                  stage):
     context = browser.new_context(viewport={"width": 1024, "height": 768})
@@ -90,7 +71,7 @@ def test_presenter_mode_shows_the_main_visual_on_the_first_screen_of_a_projector
         page = context.new_page()
         open_page(page, app_url, stage.url_path, present=1)
         page.wait_for_function(CHARTS_DRAWN)
-        page.wait_for_timeout(SETTLE_MS)
+        wait_still(page)
         folder = screenshots / "presenter"
         folder.mkdir(exist_ok=True)
         page.screenshot(path=folder / f"{stage.url_path or 'home'}.png")

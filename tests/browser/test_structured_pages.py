@@ -14,15 +14,17 @@ PROMPT = "What's the weather in Paris?"
 SIZES = [(1366, 768), (1024, 768)]
 
 
-@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_structured_output_page_follows_a_tool_call(app_url, page, screenshots, width, height):
-    page.set_viewport_size({"width": width, "height": height})
+def test_structured_output_page_follows_a_tool_call(app_url, page, screenshots):
+    """One page, resized to each size."""
     open_page(page, app_url, "structured-output", prompt=PROMPT, temperature=0)
-    expect(page.locator(EXCEPTION)).to_have_count(0)
-    text = main_text(page)
-    assert "validates against its schema" in text and "What the stream sends" in text
-    assert "prompt tokens" in text and "tool_calls" in text
-    full_screenshot(page, screenshots / f"structured-output-{width}x{height}.png")
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        wait_idle(page)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        text = main_text(page)
+        assert "validates against its schema" in text and "What the stream sends" in text
+        assert "prompt tokens" in text and "tool_calls" in text
+        full_screenshot(page, screenshots / f"structured-output-{width}x{height}.png")
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
