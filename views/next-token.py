@@ -55,7 +55,7 @@ with stage_page("next-token") as settings:
     first = answer.generation.steps[0] if answer and answer.generation.steps else None
     entropy_col, greedy_col, first_col = st.columns(3)
     entropy_col.metric("Entropy", f"{dist.entropy_bits:.2f} bits",
-                       help="0 bits = certain; log2(49,152) = 15.6 bits = every token equally likely.")
+                       help=f"0 bits = certain; log2({vocab:,}) = {np.log2(vocab):.1f} bits = every token equally likely.")
     greedy_col.metric("Greedy decoding picks", show_token(best.text), f"{best.probability:.1%}",
                       delta_color="off", delta_arrow="off",
                       help=f"Token id {best.id}: the argmax, what temperature 0 always chooses.")

@@ -28,6 +28,9 @@ def test_candidates_entropy_and_greedy_match_the_model(run_page, expected):
     assert list(bars.y[:3]) == [f"#{c.rank} {show_token(c.text)}" for c in top[:3]]
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
     assert metrics["Entropy"] == f"{expected.entropy_bits:.2f} bits"
+    entropy_help = next(m.proto.help for m in app.get("metric") if m.proto.label == "Entropy")
+    vocab = expected.probs.size
+    assert f"log2({vocab:,}) = {np.log2(vocab):.1f} bits" in entropy_help  # the model's vocabulary, not a literal
     assert metrics["Greedy decoding picks"] == show_token(top[0].text)
     assert f"**{top[0].probability:.1%}**" in app.markdown[1].value
 
