@@ -1,4 +1,4 @@
-"""The forward pass: prompt token ids through embeddings, 30 transformer layers and the LM head.
+"""The forward pass: prompt token ids through embeddings, the model's transformer layers and the LM head.
 
 One real forward pass of the loaded model returns what the pages draw: the input token vectors
 (the embedding lookup), each requested layer's attention weights per head, the residual stream
@@ -8,7 +8,7 @@ for the next token. The Embeddings page also compares words through their input 
 
 Memory stays bounded: attention weights are captured by hooks one layer at a time, only for
 the requested layers, and cut to the last ``max_attention_tokens`` positions before the next
-layer runs, so the 30 x 9 x L x L tensor of ``output_attentions=True`` is never built.
+layer runs, so the layers x heads x L x L tensor of ``output_attentions=True`` is never built.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ def run_forward(
 ) -> ForwardPass:
     """Run the model once over ``ids`` (no KV cache) and collect what each stage page shows.
 
-    ``layers=None`` means every layer; with the default cap of 256 tokens that is at most
-    30 x 9 x 256 x 256 floats (71 MiB). Pass ``layers=[]`` to skip attention entirely.
+    ``layers=None`` means every layer; with the default cap of 256 tokens that is at most layers x heads
+    x 256 x 256 floats (71 MiB for SmolLM2-135M's 30 x 9). Pass ``layers=[]`` to skip attention entirely.
     """
     ids = _checked_ids(loaded, ids)
     chosen = _checked_layers(loaded, layers)
