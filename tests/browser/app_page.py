@@ -6,6 +6,8 @@ from urllib.parse import urlencode
 
 from playwright.sync_api import Page, expect
 
+from tests.browser.conftest import PAGE_TIMEOUT_MS
+
 EXCEPTION = '[data-testid="stException"]'
 IDLE_APP = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 # Every Plotly chart has drawn its SVG (the script can be idle while the browser still draws).
@@ -15,16 +17,20 @@ CHARTS_DRAWN = (
 )
 SETTLE_MS = 300  # the layout counts as settled once nothing in it moved for this long
 RERUN_GRACE_MS = 400  # a widget bound to the URL may start one more run right after the first
+STILL_AT_MOST_MS = 10_000  # a page that redraws itself all the time (Live calls' engine panel) is shot anyway
 # Resolves once the page's height and width, and every chart's drawn size, stayed the same for SETTLE_MS
-# (looked at every 100 ms): after a resize the frontend re-lays out every element and Plotly redraws.
-LAYOUT_STILL = """settleMs => new Promise(resolve => {
-    let last = null, since = performance.now();
+# (looked at every 100 ms), or after STILL_AT_MOST_MS: after a resize the frontend re-lays out every
+# element and Plotly redraws.
+LAYOUT_STILL = """([settleMs, atMostMs]) => new Promise(resolve => {
+    const start = performance.now();
+    let last = null, since = start;
     const look = () => {
         const main = document.querySelector('[data-testid="stMain"]');
         const now = [main?.scrollHeight, main?.scrollWidth, ...[...document.querySelectorAll('.main-svg')]
             .map(svg => `${svg.getAttribute('width')}x${svg.getAttribute('height')}`)].join();
         if (now !== last) { last = now; since = performance.now(); }
-        if (performance.now() - since >= settleMs) resolve(true); else setTimeout(look, 100);
+        if (performance.now() - since >= settleMs || performance.now() - start >= atMostMs) resolve(true);
+        else setTimeout(look, 100);
     };
     look();
 })"""
@@ -39,7 +45,8 @@ def open_page(page: Page, base_url: str, url_path: str = "", **params: object) -
 
 def wait_idle(page: Page) -> None:
     """Until the page's script has run and no follow-up run (e.g. syncing URL-bound widgets) starts."""
-    expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible()
+    # expect() has its own 5 s default, not the context's: a page on a busy machine takes longer.
+    expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     page.wait_for_selector(IDLE_APP)
     page.wait_for_timeout(RERUN_GRACE_MS)
     page.wait_for_selector(IDLE_APP)
@@ -47,7 +54,7 @@ def wait_idle(page: Page) -> None:
 
 def wait_still(page: Page) -> None:
     """Until the layout has stopped moving (see LAYOUT_STILL), instead of a fixed pause."""
-    page.evaluate(LAYOUT_STILL, SETTLE_MS)
+    page.evaluate(LAYOUT_STILL, [SETTLE_MS, STILL_AT_MOST_MS])
 
 
 def main_text(page: Page) -> str:
