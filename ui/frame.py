@@ -183,8 +183,8 @@ def stage_page(url_path: str, needs_prompt: bool = True) -> Iterator[JourneySett
     page = stage(url_path)
     if presenting():  # the title says it on a projector; the summary is on the journey map
         _progress(page)
-    else:  # one line, so that the page's picture starts on the first screen of a 1024x768 window
-        st.caption(f"{phase_of(page)} · {page.summary}")
+    else:  # one small line, so that the page's picture starts on the first screen of a 1024x768 window
+        st.markdown(f":gray[:small[{phase_of(page)} · {page.summary}]]")
     st.title(page.title, anchor=False)
     try:
         settings = current_settings()
