@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, SETTLE_MS, full_screenshot, open_page, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import chart_text_problems, cut_text_problems, first_top, table_problems
-from ui.stages import HOME, STAGES, neighbours
+from ui.stages import HOME, PHASES, STAGES, neighbours
 
 pytestmark = pytest.mark.browser
 
@@ -41,6 +41,20 @@ MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
 NOT_YET_LEGIBLE: dict[tuple[str, str], str] = {}
 # Pages whose main visual is not yet on a 1024x768 projector's first screen in presenter mode.
 NOT_YET_PRESENTED: dict[str, str] = {}
+# The model-stage pages ("Inside the model" and "Back to the client"), which must lead with their picture in
+# normal mode too, at a laptop's and a projector's size, and stay within a few screens.
+MODEL_STAGES = [page for phase in ("Inside the model", "Back to the client") for page in PHASES[phase]]
+FIRST_SCREEN_SIZES = ("laptop", "projector")
+MAX_SCREENS = 5  # page height at 1024x768
+# Model-stage pages not yet leading with their picture in normal mode (issue 18): url_path -> why. Strict, so a
+# fix fails until its entry is removed; the helpers reworking these pages empty it as they merge.
+NOT_YET_FIRST: dict[str, str] = {
+    "forward-pass": "helper H1 reworks it: the block diagram comes after a long lesson and it is ~10 screens tall",
+    "attention": "helper H1 reworks it: the lesson and the controls come before the head's chart",
+    "generation": "helper H2 reworks it: the lesson and the step controls come before the chart",
+    "kv-cache": "helper H2 reworks it: the lesson comes before the cache's chart",
+    "streaming": "helper H2 reworks it",
+}
 
 
 def _legibility_cases():
@@ -136,3 +150,25 @@ def test_send_it_for_real_starts_at_this_servers_own_address(app_url, page):
     open_page(page, app_url, "request")
     box = page.get_by_test_id("stMainBlockContainer").get_by_role("textbox", name="Base URL")
     expect(box).to_have_value(f"{app_url}/v1")
+
+
+def _first_screen_cases():
+    for stage in MODEL_STAGES:
+        for size in FIRST_SCREEN_SIZES:
+            reason = NOT_YET_FIRST.get(stage.url_path)
+            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+            yield pytest.param(size, stage, marks=marks, id=f"{stage.url_path}-{size}")
+
+
+@pytest.mark.parametrize(("sized_page", "stage"), list(_first_screen_cases()), indirect=["sized_page"])
+def test_every_model_stage_leads_with_its_picture_in_normal_mode(app_url, sized_page, stage):
+    size, page = sized_page
+    width, height = SIZES[size]
+    open_page(page, app_url, stage.url_path)
+    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_timeout(SETTLE_MS)
+    top = first_top(page, MAIN_VISUAL.get(stage.url_path, CHART))
+    assert top is not None and top + MIN_SHOWN_PX <= height, f"the main visual starts at {top} px of {height}"
+    tall = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    if size == "projector":
+        assert tall <= MAX_SCREENS * height, f"the page is {tall / height:.1f} screens tall"
