@@ -70,7 +70,7 @@ test-py312:
 	@test -n "$(PYTHON312)" || { echo "test-py312: no python3.12 on PATH or in pyenv; set PYTHON312=/path/to/python3.12" >&2; exit 1; }
 	$(MAKE) VENV=.venv312 PYTHON=$(PYTHON312) test-fast
 
-bench: install
+bench: install-dev browser
 	$(OFFLINE) $(PY) -m bench
 
 # A Streamlit Community Cloud-shaped run: requirements.txt alone with uv in a fresh venv, the model as a

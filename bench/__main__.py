@@ -4,7 +4,8 @@ Targets (issue #2): start from the converted cache <= 3 s to the first forward p
 transform <= 5 ms on the 49,152-token vocabulary; the step loop >= 0.8x ``model.generate``
 tokens/s. The "room" section (bench/room.py) measures the engine for a class at once.
 Cold starts run in fresh subprocesses; everything else in this process.
-``python -m bench room`` runs one section.
+The "pages" section opens every page of ``streamlit run app.py`` in Debian's chromium (bench/browser_timings.py).
+``python -m bench room`` (or ``pages``) runs one section.
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ def main() -> None:
     """``python -m bench`` runs every section; ``python -m bench room`` only the room."""
     from lifecycle.model import shared_model
 
-    sections = sys.argv[1:] or ["lifecycle", "room"]
+    sections = sys.argv[1:] or ["lifecycle", "room", "pages"]
+    if "pages" in sections:  # first, while this process holds no model: the app's server is measured alone
+        pages_section()
+    if sections == ["pages"]:
+        return
     _load_as_the_app_does()
     if "lifecycle" in sections:
         lifecycle_section()
@@ -88,6 +93,26 @@ def app_start_rows(starts: int = 3) -> None:
     ready = median(started("/health") for _ in range(starts))
     row("streamlit run app.py -> Streamlit answers (s)", f"{answering:.2f}")
     row("streamlit run app.py -> /health 200 (s)", f"{ready:.2f}", "<= 3 s", check(ready <= 3))
+
+
+def pages_section() -> None:
+    """Every page's open time in chromium against ``streamlit run app.py``, both started once here (the
+    browser as tests/browser/conftest.py starts it: Debian's chromium, never a downloaded build)."""
+    from playwright.sync_api import sync_playwright
+
+    from bench.app_server import AppServer
+    from bench.browser_timings import OPEN_TARGET_S, page_open_rows
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    heading("pages: open time in chromium (1366x768, warm prompt)")
+    row("benchmark", "measured", "target", "")
+    with AppServer() as server, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for name, figure, target in page_open_rows(server.url, browser):
+                row(name, figure, target, check(float(figure) <= OPEN_TARGET_S))
+        finally:
+            browser.close()
 
 
 def lifecycle_section() -> None:

@@ -210,3 +210,22 @@ def engine_wait_sentence(waited: float, ahead: Sequence[str], jobs_ahead: int) -
 
 def _and(parts: Sequence[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def embedding_sentence(message_tokens: int, read_tokens: int, vocab: int, dims: int) -> str:
+    """What the prompt enters the model as: its tokens, the chat template's, and one table row for each."""
+    template = read_tokens - message_tokens
+    read = (f"with the chat template's {template:,} more, the model reads **{read_tokens:,} tokens**" if template > 0
+            else "the model reads exactly those")
+    return (f"Your message became **{message_tokens:,} tokens**; {read}. Each token id picks one row of the "
+            f"{vocab:,} x {dims} embedding table, so the prompt enters the model as {read_tokens:,} vectors of "
+            f"**{dims} numbers** each.")
+
+
+def overflow_demo_sentence(window: int, journey_window: int, example_messages: int | None, journey_messages: int) -> str:
+    """How the truncation demo differs from the journey: its window, and whose history it truncates."""
+    history = (f"an example history of {example_messages} messages instead of your {journey_messages}"
+               if example_messages is not None else f"your own {journey_messages} earlier messages")
+    size = ("the journey's own window" if window == journey_window
+            else f"a {window:,}-token window where the journey has {journey_window:,}")
+    return f"Not the journey's settings: {size}, and {history}. The journey itself is not truncated here."

@@ -8,8 +8,10 @@ from lifecycle.lessons import (
     Gap,
     cache_against_weights,
     crossover_tokens,
+    embedding_sentence,
     engine_wait_sentence,
     gaps_sentence,
+    overflow_demo_sentence,
     pca_sentence,
     prefill_in_ttft,
     probability_mass_sentence,
@@ -140,3 +142,19 @@ def test_the_engine_wait_says_what_was_there():
     assert "596.3 ms" in busy and "2 page requests, 1 api request and 1 exclusive job" in busy
     job = engine_wait_sentence(0.45, (), 1)
     assert "1 exclusive job (an inspection pass" in job and "request" not in job.split("held")[1]
+
+
+def test_embedding_sentence_counts_the_templates_tokens_only_when_there_are_some():
+    templated = embedding_sentence(7, 37, 49_152, 576)
+    assert "**7 tokens**" in templated and "chat template's 30 more" in templated and "**37 tokens**" in templated
+    assert "49,152 x 576" in templated and "37 vectors of **576 numbers**" in templated
+    bare = embedding_sentence(5, 5, 100, 8)
+    assert "chat template" not in bare and "reads exactly those" in bare and "5 vectors of **8 numbers**" in bare
+
+
+def test_overflow_demo_sentence_names_each_way_the_demo_differs_from_the_journey():
+    example = overflow_demo_sentence(256, 8_192, 8, 0)
+    assert "a 256-token window where the journey has 8,192" in example
+    assert "an example history of 8 messages instead of your 0" in example
+    own = overflow_demo_sentence(8_192, 8_192, None, 4)
+    assert "the journey's own window" in own and "your own 4 earlier messages" in own and "example" not in own

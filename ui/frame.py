@@ -34,6 +34,7 @@ from ui.stages import HOME, PHASES, STAGES, StagePage, neighbours, phase_of, sta
 
 APP_TITLE = "LLM Request Lifecycle"
 PROMPT_PREVIEW_CHARS = 400
+HEADER_PROMPT_CHARS = 200  # the header's prompt box: about two lines at 1024 px
 EMPTY_PROMPT = "The prompt is empty: type one in the sidebar (Prompt) to follow it through the stages."
 PRESENT = "present"  # the presenter-mode switch's key and URL parameter
 PRESENTER = Path(__file__).resolve().parent / "presenter"
@@ -112,13 +113,13 @@ def show_text(text: str, limit: int = PROMPT_PREVIEW_CHARS) -> None:
 
 
 def show_prompt(prompt: str) -> None:
-    """The prompt this run follows, in a box under the page title (one line in presenter mode)."""
+    """The prompt this run follows, in a one-row box under the page title (one line in presenter mode)."""
     if presenting():
         show_text(f"Prompt: {prompt}", limit=120)
         return
-    with st.container(border=True):
-        st.caption("This run's prompt")
-        show_text(prompt)
+    with st.container(border=True, horizontal=True, vertical_alignment="center", key="run_prompt"):
+        st.caption("Prompt", width="content")
+        show_text(prompt, limit=HEADER_PROMPT_CHARS)
 
 
 def lesson(markdown: str, inline: bool = False) -> None:
@@ -180,13 +181,11 @@ def stage_page(url_path: str, needs_prompt: bool = True) -> Iterator[JourneySett
     a one-line message instead of a traceback. Links to the previous and next stage close the page.
     """
     page = stage(url_path)
-    if presenting():
+    if presenting():  # the title says it on a projector; the summary is on the journey map
         _progress(page)
-    else:
-        st.caption(phase_of(page))
+    else:  # one small line, so that the page's picture starts on the first screen of a 1024x768 window
+        st.markdown(f":gray[:small[{phase_of(page)} · {page.summary}]]")
     st.title(page.title, anchor=False)
-    if not presenting():  # the title says it on a projector; the summary is on the journey map
-        st.markdown(page.summary)
     try:
         settings = current_settings()
     except LifecycleError as error:

@@ -16,7 +16,7 @@ from lifecycle.context import (
     truncate_oldest_turns,
 )
 from lifecycle.errors import LifecycleError
-from lifecycle.lessons import window_sentence
+from lifecycle.lessons import overflow_demo_sentence, window_sentence
 from ui.frame import lesson, loaded_model, stage_page
 
 MAX_TEMPLATE_CHARS = 6_000
@@ -112,7 +112,9 @@ def overflow_demo(settings) -> None:
     before = context_budget(render_prompt(full), window, settings.max_tokens)
     st.caption(
         f"{len(full.history)} history messages; the prompt needs {before.prompt_tokens:,} tokens plus "
-        f"{settings.max_tokens:,} reserved for the answer (max_tokens) in a {window:,}-token window."
+        f"{settings.max_tokens:,} reserved for the answer (max_tokens) in a {window:,}-token window. "
+        + overflow_demo_sentence(window, loaded_model().context_window, len(EXAMPLE_HISTORY) if example else None,
+                                 len(settings.history))
     )
     if before.fits:
         st.info(f"It fits with {before.free:,} tokens to spare: lower the window or add history to see truncation.")

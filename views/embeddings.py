@@ -7,7 +7,7 @@ from charts.theme import DIVERGING_MEANING
 from charts.embeddings import embedding_strip, pca_map, similarity_matrix, token_labels
 from lifecycle.errors import LifecycleError
 from lifecycle.forward import cosine_similarity_matrix, embed_words, pca_2d, pca_share, token_text
-from lifecycle.lessons import pca_sentence
+from lifecycle.lessons import embedding_sentence, pca_sentence
 from ui.cache import inspected_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 from ui.text import quoted
@@ -58,37 +58,34 @@ with stage_page("embeddings") as settings:
     user_count = len(prepared.prompt_tokens.tokens)
     norms = np.linalg.norm(vectors, axis=1)
     tied = "the same table" if config.tie_word_embeddings else "a separate table"
-    lesson(
-        f"Your message became **{user_count} tokens**, and with the chat template the model reads "
-        f"**{count} tokens**. Each token id picks one row of a {config.vocab_size:,} x {dims} table "
-        f"(the embedding matrix), so the prompt enters the model as {count} vectors of **{dims} numbers** "
-        f"each; here their lengths range from {norms.min():.2f} to {norms.max():.2f}. Nothing else is "
-        f"added: SmolLM2 has no position vectors. Where a token sits enters later, inside attention, "
-        f"by rotating queries and keys (RoPE, base {config.rope_parameters['rope_theta']:,.0f}). At the "
-        f"very end, {tied} turns the last hidden state into one score per vocabulary token: input and "
-        f"output embeddings are tied (`tie_word_embeddings={config.tie_word_embeddings}`)."
-    )
-    repeat = repeated_token(forward.ids, vectors)
-    if repeat:
-        token, positions, same = repeat
-        verdict = "identical: the vector does not depend on position" if same else "NOT identical"
-        st.caption(
-            f"Check: token {token} ({quoted(texts[positions[0]])}) appears at positions "
-            f"{', '.join(map(str, positions[:8]))}; its {len(positions)} rows are {verdict}."
-        )
-
-    st.subheader("The prompt's vectors", anchor=False)
-    shown_dims = st.slider("Dimensions shown", 16, dims, min(64, dims), 16, key="embedding_dims",
-                           help=f"Each vector has {dims} numbers; the strip shows the first ones.")
+    lesson(embedding_sentence(user_count, count, config.vocab_size, dims))
     rows = min(count, MAX_STRIP_TOKENS)
-    if rows < count:
-        st.caption(f"Showing the first {rows} of {count} tokens.")
+    shown_dims = st.session_state.get("embedding_dims", min(64, dims))
     st.plotly_chart(
         embedding_strip(vectors[:rows], token_labels(texts[:rows]), shown_dims),
         key="embedding_strip", theme=None
     )
     st.caption(f"{DIVERGING_MEANING} Single dimensions carry no readable meaning; "
-               "meaning lives in directions spread over many of them.")
+               "meaning lives in directions spread over many of them."
+               + (f" Showing the first {rows} of {count} tokens." if rows < count else ""))
+    st.slider("Dimensions shown", 16, dims, min(64, dims), 16, key="embedding_dims",
+              help=f"Each vector has {dims} numbers; the strip shows the first ones.")
+    with st.expander("What else these vectors tell", icon=":material/menu_book:"):
+        st.markdown(
+            f"Their lengths range from {norms.min():.2f} to {norms.max():.2f}. Nothing else is added: SmolLM2 "
+            f"has no position vectors. Where a token sits enters later, inside attention, by rotating queries "
+            f"and keys (RoPE, base {config.rope_parameters['rope_theta']:,.0f}). At the very end, {tied} turns "
+            f"the last hidden state into one score per vocabulary token: input and output embeddings are tied "
+            f"(`tie_word_embeddings={config.tie_word_embeddings}`)."
+        )
+        repeat = repeated_token(forward.ids, vectors)
+        if repeat:
+            token, positions, same = repeat
+            verdict = "identical: the vector does not depend on position" if same else "NOT identical"
+            st.caption(
+                f"Check: token {token} ({quoted(texts[positions[0]])}) appears at positions "
+                f"{', '.join(map(str, positions[:8]))}; its {len(positions)} rows are {verdict}."
+            )
 
     st.subheader("Which words sit close together?", anchor=False)
     typed = st.text_input("Words to compare (comma-separated)", DEFAULT_WORDS, key="embedding_words",

@@ -59,12 +59,6 @@ def _follow_ups(edited: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def _show_request_views(request) -> None:
-    st.subheader("The request your code sends", anchor=False)
-    st.markdown(
-        "Built live from the sidebar settings. Change a slider and the JSON changes; nothing has run yet. "
-        "`top_k`, `min_p` and `repetition_penalty` are extensions of this app (and of vLLM or llama.cpp), "
-        "not OpenAI parameters: the Python snippet sends them in `extra_body`."
-    )
     tabs = st.tabs(["JSON body", "Raw HTTP", "curl", "Python (openai)", "JavaScript (openai)"])
     with tabs[0]:
         st.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json")
@@ -77,6 +71,11 @@ def _show_request_views(request) -> None:
         st.code(render_python(request, own_api_base()), language="python")
     with tabs[4]:
         st.code(render_javascript(request, own_api_base()), language="javascript")
+    st.caption(
+        "The request your code sends, built live from the sidebar settings: change a slider and the JSON changes. "
+        "`top_k`, `min_p` and `repetition_penalty` are extensions of this app (and of vLLM or llama.cpp), "
+        "not OpenAI parameters: the Python snippet sends them in `extra_body`."
+    )
 
 
 def _show_both_endpoints(request) -> None:
@@ -285,10 +284,15 @@ with stage_page("request") as settings:
             f"message(s)** and {len(request.to_payload()) - 2} parameters. The server turned those messages into "
             f"**{usage['prompt_tokens']:,} prompt tokens** (chat template included) and answered with "
             f"**{usage['completion_tokens']:,} tokens**, stopping with finish_reason "
-            f"**{answer.response['choices'][0]['finish_reason']}**. That body is all the model gets: the API keeps "
-            "no memory of earlier calls, so a conversation is sent again in full on every turn."
+            f"**{answer.response['choices'][0]['finish_reason']}**."
         )
-    _show_both_endpoints(request)
-    _show_response(answer)
-    _show_statelessness(settings, prepared, answer)
-    _remote_form(request)
+    responses, response, stateless, remote = st.tabs(["The Responses API", "The response", "Every turn sends it all",
+                                                      "Send it for real"])
+    with responses:
+        _show_both_endpoints(request)
+    with response:
+        _show_response(answer)
+    with stateless:
+        _show_statelessness(settings, prepared, answer)
+    with remote:
+        _remote_form(request)

@@ -136,17 +136,19 @@ def _what_if_settings(settings: JourneySettings) -> SamplingSettings:
     return SamplingSettings(**values, seed=settings.seed)
 
 
-def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_text) -> SamplingSettings:
-    """The what-if sliders and the chart they redraw in the browser, then the server-side repetition penalty."""
+def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_text):
+    """The what-if sliders and the chart they redraw in the browser, a box for the lesson right under it, then
+    the server-side repetition penalty; returns the what-if settings and the lesson's box."""
     _start_from_sidebar(settings)
-    st.caption(f"What if you sampled differently? The model's top {SHOWN_TOKENS} tokens before and after sampling, "
-               "redrawn in your browser as you move a slider; the numbers below follow when it rests. "
-               "These sliders do not change the journey.")
     what_if = _what_if_settings(settings)
+    st.caption(_differences(settings, what_if))  # above the chart: how this what-if differs from the journey
     data = live_sampling_data(logits, previous, what_if, token_text, SHOWN_TOKENS, _knob_specs(settings))
     live_sampling_chart(data, LIVE, _from_browser)
-    st.caption(_differences(settings, what_if))  # below the chart, so a projector's first screen keeps it
-    st.caption(SPLIT_CHARACTER_NOTE)  # below the chart it explains, so a projector's first screen keeps the chart
+    lesson_box = st.container()  # the lesson needs the settings after the repetition penalty's slider
+    st.caption(f"What if you sampled differently? The model's top {SHOWN_TOKENS} tokens before and after sampling, "
+               "redrawn in your browser as you move a slider from the logits the model already computed; the numbers "
+               "follow when it rests. "
+               "These sliders do not change the journey. " + SPLIT_CHARACTER_NOTE)
     spec = NUMBERS["repetition_penalty"]
     st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL["repetition_penalty"],
               help=spec.help + " It runs on the server: it needs the prompt's tokens, so a move reruns this part.")
@@ -158,7 +160,7 @@ def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_t
         "It redoes temperature, top-k, top-p and min-p as lifecycle.sampling does; the repetition penalty "
         "(and the API's penalties below) stay on the server because they need the tokens already written."
     )
-    return _what_if_settings(settings)
+    return _what_if_settings(settings), lesson_box
 
 
 def _presets() -> None:
@@ -187,8 +189,7 @@ def _lesson(sampled: SampledDistribution, what_if: SamplingSettings, vocabulary:
         f"distribution's entropy is **{entropy_bits(sampled.base_probs):.2f} bits**. Sampling reshapes it before "
         f"one token is drawn: with {what} and a repetition penalty of {what_if.repetition_penalty:g}, "
         f"**{sampled.kept:,} of {vocabulary:,}** tokens stay in play, the top token's chance becomes "
-        f"**{sampled.final_probs[top]:.1%}** and the entropy **{sampled.entropy_bits:.2f} bits**. Move the "
-        "sliders: each move reuses the logits the model already computed, without running it again.",
+        f"**{sampled.final_probs[top]:.1%}** and the entropy **{sampled.entropy_bits:.2f} bits**.",
         inline=True,
     )
 
@@ -202,7 +203,6 @@ def _metrics(sampled: SampledDistribution, vocabulary: int) -> None:
 
 
 def _nucleus(logits: np.ndarray, what_if: SamplingSettings, previous, sampled: SampledDistribution) -> None:
-    st.subheader("The nucleus (top-p)", anchor=False)
     if sampled.greedy:
         st.info("At temperature 0 decoding is greedy: the top token is taken and top-p has nothing to cut.")
         return
@@ -222,7 +222,6 @@ def _nucleus(logits: np.ndarray, what_if: SamplingSettings, previous, sampled: S
 
 
 def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
-    st.subheader("Draw N samples", anchor=False)
     draws = st.segmented_control("Draws", DRAW_COUNTS, default=1000, key="what_if_draws",
                                  format_func=lambda n: f"{n:,}") or 1000
     rng = np.random.default_rng(seed)
@@ -269,7 +268,6 @@ def _effect_text(effect) -> str:
 
 
 def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabulary: int) -> None:
-    st.subheader("The stages the API adds", anchor=False)
     biasable = top_ids(np.exp(logits - logits.max()), BIAS_CHOICES)
     token_col, bias_col, presence_col, frequency_col = st.columns(4)
     token = token_col.selectbox("logit_bias token", [int(i) for i in biasable], key="api_bias_token",
@@ -309,24 +307,29 @@ def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabul
 def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text) -> None:
     """Everything the what-if sliders change; a slider step reruns only this part, never the page or the model."""
     vocabulary = int(logits.size)
-    lesson_box = st.container()  # the lesson comes first but needs the sliders' values
-    what_if = _live_chart(settings, logits, previous, token_text)
+    what_if, lesson_box = _live_chart(settings, logits, previous, token_text)
     sampled = apply_sampling(logits, what_if, previous)
     with lesson_box:
         _lesson(sampled, what_if, vocabulary)
-    _metrics(sampled, vocabulary)
-    st.caption(
-        "The model (T = 1): its own probabilities (softmax at temperature 1), grey where a stage removed the "
-        "token. After sampling: the probabilities the next token is actually drawn from, renormalized over the "
-        "survivors. Stages run in order: grammar mask, logit bias, presence and frequency penalties, repetition "
-        "penalty, temperature, top-k, top-p, min-p; "
-        "a token is named after the first stage that removed it."
-    )
-    _presets()
-    st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="survivors", theme=None)
-    _nucleus(logits, what_if, previous, sampled)
-    _draws(sampled, token_text, settings.seed)
-    _api_stages(logits, what_if, previous, token_text, vocabulary)
+    stages, nucleus, draws, api = st.tabs(["What each stage removed", "The nucleus (top-p)", "Draw N samples",
+                                           "The stages the API adds"])
+    with stages:
+        _metrics(sampled, vocabulary)
+        st.caption(
+            "The model (T = 1): its own probabilities (softmax at temperature 1), grey where a stage removed the "
+            "token. After sampling: the probabilities the next token is actually drawn from, renormalized over "
+            "the survivors. Stages run in order: grammar mask, logit bias, presence and frequency penalties, "
+            "repetition penalty, temperature, top-k, top-p, min-p; "
+            "a token is named after the first stage that removed it."
+        )
+        st.plotly_chart(survivors_figure(survivors_after_stages(sampled)), key="survivors", theme=None)
+        _presets()
+    with nucleus:
+        _nucleus(logits, what_if, previous, sampled)
+    with draws:
+        _draws(sampled, token_text, settings.seed)
+    with api:
+        _api_stages(logits, what_if, previous, token_text, vocabulary)
 
 
 with stage_page("sampling") as settings:

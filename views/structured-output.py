@@ -168,10 +168,8 @@ def _agent_loop(messages: list[dict], loaded) -> None:
 
 
 with stage_page("structured-output") as settings:
-    if presenting():  # the tool definitions fold away on a projector, so the mask chart is on the first screen
-        with st.expander("The request: tools and tool_choice, or a JSON schema", icon=":material/build:"):
-            fields = _request_fields()
-    else:
+    # The tool definitions fold away, so the mask chart is on the first screen (of a laptop and a projector).
+    with st.expander("The request: tools and tool_choice, or a JSON schema", icon=":material/build:"):
         fields = _request_fields()
     output_rules(**fields)  # bad tools, schema or tool_choice: the API's own message, before any model work
     loaded = loaded_model()

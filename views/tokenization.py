@@ -64,10 +64,7 @@ with stage_page("tokenization") as settings:
         f"Your prompt's {len(settings.prompt):,} characters became **{mine.count:,} tokens** for "
         f"{model.name}'s tokenizer ({mine.chars_per_token:.1f} characters per token, from a vocabulary of "
         f"{model.vocab_size:,}); OpenAI's o200k_base needs **{results['o200k_base'].count:,}** and cl100k_base "
-        f"**{results['cl100k_base'].count:,}**. The model never sees letters, only these ids. The chat template "
-        f"then wraps your message into **{len(rendered.ids):,} tokens**, {len(special)} of them special markers "
-        "(`<|im_start|>`, `<|im_end|>`) that only the template can place: typed by a user, the same characters "
-        "are ordinary text."
+        f"**{results['cl100k_base'].count:,}**. The model never sees letters, only these ids."
         + (f" {partial} of your tokens hold only part of a character's UTF-8 bytes." if partial else "")
     )
 
@@ -102,6 +99,11 @@ with stage_page("tokenization") as settings:
             st.caption(f"First {MAX_TABLE_ROWS:,} of {mine.count:,} tokens.")
 
     st.subheader("What the model actually reads: the chat template's tokens", anchor=False)
+    st.markdown(
+        f"The chat template wraps your message into **{len(rendered.ids):,} tokens**, {len(special)} of them special "
+        "markers (`<|im_start|>`, `<|im_end|>`) that only the template can place: typed by a user, the same "
+        "characters are ordinary text."
+    )
     st.caption(
         f"{len(rendered.ids):,} tokens; the dark chips are special tokens: "
         + ", ".join(f"{text} (id {tid}) ×{sum(t.id == tid for t in special)}"

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, open_page, wait_idle, wait_still
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import chart_text_problems, cut_text_problems, first_top, table_problems
-from ui.stages import HOME, STAGES, neighbours
+from ui.stages import HOME, PHASES, STAGES, neighbours
 
 pytestmark = pytest.mark.browser
 
@@ -34,6 +34,13 @@ MAIN_VISUAL = {
     "handout": '[data-testid="stTable"]',  # what the handout holds, stage by stage
 }
 MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
+
+
+# The model-stage pages ("Inside the model" and "Back to the client"), which must lead with their picture in
+# normal mode too, at a laptop's and a projector's size, and stay within a few screens.
+MODEL_STAGES = [page for phase in ("Inside the model", "Back to the client") for page in PHASES[phase]]
+FIRST_SCREEN_SIZES = ("laptop", "projector")
+MAX_SCREENS = 5  # page height at 1024x768
 
 
 @pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
@@ -117,3 +124,29 @@ def test_send_it_for_real_starts_at_this_servers_own_address(app_url, page):
     open_page(page, app_url, "request")
     box = page.get_by_test_id("stMainBlockContainer").get_by_role("textbox", name="Base URL")
     expect(box).to_have_value(f"{app_url}/v1")
+
+
+@pytest.mark.parametrize("stage", MODEL_STAGES, ids=[stage.url_path for stage in MODEL_STAGES])
+def test_every_model_stage_leads_with_its_picture_in_normal_mode(app_url, browser, stage):
+    """Opened once at a laptop's size, then resized to a projector's: the main visual starts on the first
+    screen at both, and the page stays within MAX_SCREENS of the projector's height."""
+    context = browser.new_context(viewport={"width": SIZES["laptop"][0], "height": SIZES["laptop"][1]})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    found: dict[str, str] = {}
+    try:
+        page = context.new_page()
+        open_page(page, app_url, stage.url_path)
+        page.wait_for_function(CHARTS_DRAWN)
+        for size in FIRST_SCREEN_SIZES:
+            width, height = SIZES[size]
+            page.set_viewport_size({"width": width, "height": height})
+            wait_still(page)
+            top = first_top(page, MAIN_VISUAL.get(stage.url_path, CHART))
+            if top is None or top + MIN_SHOWN_PX > height:
+                found[size] = f"the main visual starts at {top} px of {height}"
+            tall = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+            if size == "projector" and tall > MAX_SCREENS * height:
+                found["height"] = f"the page is {tall / height:.1f} screens tall"
+    finally:
+        context.close()
+    assert found == {}

@@ -26,9 +26,11 @@ def test_strip_shows_the_prompts_real_vectors_and_the_lesson_counts_them(run_pag
     strip = plotly_figure(app, "embedding_strip").data[0]
     np.testing.assert_allclose(np.array(strip.z, dtype=float), embeddings[:, :64], atol=1e-6)
     assert strip.zmid == 0
-    lesson = app.markdown[1].value
+    lesson = app.markdown[1].value  # the one sentence above the strip
     assert f"**{len(embeddings)} tokens**" in lesson and f"**{loaded.model.config.hidden_size} numbers**" in lesson
-    assert "tie_word_embeddings=True" in lesson and "no position vectors" in lesson
+    assert f"{len(embeddings)} vectors" in lesson
+    rest = app.markdown[2].value  # the rest of the lesson, in the expander under the strip
+    assert "tie_word_embeddings=True" in rest and "no position vectors" in rest
     assert any("rows are identical" in c.value for c in app.caption)  # e.g. the repeated "\n" token
 
     app.slider(key="embedding_dims").set_value(128).run()
