@@ -58,7 +58,7 @@ with stage_page("attention") as settings:
     live_attention_maps(data, key="attention_live")
     notes = [note for note in (forward.attention_note, live_limit_note(data)) if note]
     if notes:
-        st.caption(" ".join(notes))
+        st.info(" ".join(notes), icon=":material/content_cut:")
     with st.expander("How attention works in this model"):
         st.markdown(
             f"In each of its **{config.num_hidden_layers} layers**, **{config.num_attention_heads} attention heads** "
