@@ -138,7 +138,7 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
     open_page(page, app_url, "forward-pass", prompt=PROMPT, temperature=0)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     live = page.locator(LIVE["forward-pass"])
-    caption = page.get_by_test_id("stCaption").filter(has_text="The steps below open block")
+    caption = page.locator("[data-testid^=stCaption]").filter(has_text="The steps below open block")
     before = caption.inner_text()
     forward = _measure(page, "forward-pass", ["layer", "head"])
     # Once the controls rested, the page's details followed the block drawn above.
