@@ -7,7 +7,6 @@ from charts.attention import logit_lens_chart
 from charts.embeddings import quoted, token_labels
 from charts.live_block import block_lesson, block_view_sent, live_block_data
 from charts.forward_pass import (
-    block_flow_chart,
     rope_rotation,
     scores_and_weights,
     shape_text,
@@ -78,11 +77,9 @@ with stage_page("forward-pass") as settings:
     with st.expander(f"Shapes for this prompt ({s.positions} tokens), read from the model's config"):
         st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
                      hide_index=True, height=35 * (len(flow) + 1) + 3)
-        st.plotly_chart(block_flow_chart([f.name for f in flow], [f.shape for f in flow], [f.norm for f in flow]),
-                        key="forward_flow", theme=None)
-        st.caption("Each box is one step; the shape on the arrow below it is the tensor it hands on for the whole "
-                   "prompt, and ‖·‖ the length (L2 norm) of the chosen token's row after the step. The green lines "
-                   "are the skip connections: the residual stream itself.")
+        st.caption("Each step hands on one tensor for the whole prompt; above, ‖·‖ is the length (L2 norm) of the "
+                   "chosen token's row after the step. The green steps are the residual adds (the skip connections): "
+                   "the stream itself.")
 
     tabs = st.tabs(["1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax", "4. Attention output", "5. The MLP", "6. Block output", "Logit lens"])
     with tabs[0]:
