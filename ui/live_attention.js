@@ -86,14 +86,14 @@ function buildMap(state) {
   const n = data.tokens;
   const { cell, font, labelRoom, every, measure } = shape;
   const keyRoom = cell >= font * 1.1 ? Math.min(labelRoom, 110) : font + 8;
-  const height = n * cell + keyRoom + font + 8;
+  const height = n * cell + keyRoom + Math.ceil(font * 1.8) + 6;
   const map = state.map;
   map.replaceChildren();
   map.setAttribute("viewBox", `0 0 ${labelRoom + n * cell + 4} ${height}`);
   map.setAttribute("width", labelRoom + n * cell + 4);
   map.setAttribute("height", height);
   map.style.fontSize = `${font}px`;
-  const top = font + 6;
+  const top = Math.ceil(font * 1.8) + 4;
   state.title = text("text", { x: 0, y: font, class: "la-title" }, "", map);
   state.cells = [];
   for (let q = 0; q < n; q++) {

@@ -51,7 +51,7 @@ function buildFlow(state) {
   const { shape, data } = state;
   const { font, measure } = shape;
   const width = shape.left;
-  const rowHeight = Math.round(font * 2.7);
+  const rowHeight = Math.round(font * 2.9);
   const nameRoom = Math.min(Math.ceil(Math.max(...data.steps.map((s) => measure.measureText(s.name).width))) + 10,
                             Math.floor(width * 0.55));
   const valueRoom = Math.ceil(measure.measureText("0,000.0").width) + 8;
@@ -65,9 +65,9 @@ function buildFlow(state) {
   state.flowTitle = text("text", { x: 0, y: font, class: "lb-title" }, "", flow);
   state.flowRows = data.steps.map((step, i) => {
     const y = font + 10 + i * rowHeight;
-    text("text", { x: 0, y: y + font, class: step.add ? "lb-label lb-add" : "lb-label" },
+    text("text", { x: 0, y: y + font * 1.05, class: step.add ? "lb-label lb-add" : "lb-label" },
          fitted(measure, step.name, nameRoom - 8), flow);
-    text("text", { x: 0, y: y + font * 2.15, class: "lb-tick" }, fitted(measure, step.shape, nameRoom - 8), flow);
+    text("text", { x: 0, y: y + font * 2.5, class: "lb-tick" }, fitted(measure, step.shape, nameRoom - 8), flow);
     return {
       bar: svg("rect", { x: nameRoom, y: y + rowHeight * 0.18, height: rowHeight * 0.5, width: 0,
                          fill: step.add ? GREEN : STEP_FILL }, flow),

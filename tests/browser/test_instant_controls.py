@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import expect
@@ -51,6 +52,14 @@ _TEXTS = """(root) => [...root.querySelectorAll('svg')].map(chart => {
             return {text: t.textContent, corners: [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]]};
           })};
 })"""
+
+
+def _open(page, app_url: str, url_path: str) -> None:
+    """Open the page for PROMPT; the first page of a fresh server waits for the model, longer than
+    expect()'s own 5 s."""
+    page.goto(f"{app_url}/{url_path}?prompt={quote(PROMPT)}&temperature=0")
+    expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
 
 
 def _problems(page, selector: str) -> list[str]:
@@ -128,7 +137,7 @@ def _open_time(browser, app_url: str, url_path: str) -> float:
 
 
 def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, browser, page, screenshots):
-    open_page(page, app_url, "attention", prompt=PROMPT, temperature=0)
+    _open(page, app_url, "attention")
     expect(page.locator(EXCEPTION)).to_have_count(0)
     attention = _measure(page, "attention", ["layer", "head", "query"])
     # The redrawn map is the data's: the drawn row is the chosen (layer, head, query)'s decoded weights.
@@ -181,7 +190,7 @@ def test_the_live_figure_leads_the_page_and_is_legible(app_url, browser, screens
     context.set_default_timeout(PAGE_TIMEOUT_MS)
     try:
         page = context.new_page()
-        open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
+        _open(page, app_url, url_path)
         expect(page.locator(EXCEPTION)).to_have_count(0)
         live = page.locator(LIVE[url_path])
         page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
