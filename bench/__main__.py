@@ -101,7 +101,8 @@ def pages_section() -> None:
     from playwright.sync_api import sync_playwright
 
     from bench.app_server import AppServer
-    from bench.browser_timings import OPEN_TARGET_S, page_open_rows
+    from bench.browser_timings import (OPEN_TARGET_S, attention_forward_rows, generation_kv_streaming_rows,
+                                        page_open_rows)
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 
     heading("pages: open time in chromium (1366x768, warm prompt)")
@@ -113,6 +114,16 @@ def pages_section() -> None:
                 row(name, figure, target, check(float(figure) <= OPEN_TARGET_S))
         finally:
             browser.close()
+    heading("pages: controls redrawn in the browser (read from the browser suite's last run)")
+    for name, figure, target in attention_forward_rows() + generation_kv_streaming_rows():
+        row(name, figure, target, _verdict(figure, target))
+
+
+def _verdict(figure: str, target: str) -> str:
+    """A check mark for a row whose target reads "<= N ms" or "<= N s"; empty for the rest."""
+    if figure == "-" or not target.startswith("<= "):
+        return ""
+    return check(float(figure.replace(",", "")) <= float(target.split()[1]))
 
 
 def lifecycle_section() -> None:

@@ -1,19 +1,25 @@
-"""Page timings measured in a real browser against a running app, for ``make bench``.
+"""Page timings in a real browser, for ``make bench``.
 
-These functions start nothing: they are given the app's base URL and a Playwright browser (Debian's
-chromium, launched once by bench/__main__.py as tests/browser/conftest.py launches it), and return
-``(name, figure, target)`` rows.
+``page_open_rows`` measures every page's open time itself: it is given the app's base URL and a Playwright
+browser (Debian's chromium, launched once by bench/__main__.py as tests/browser/conftest.py launches it). The
+other functions read back what the browser suite's instant-control tests wrote under tests/browser/screenshots/
+("-" and the test to run when it has not run yet). Each returns ``(name, figure, target)`` rows.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from statistics import median
 
+from bench.browser import SCREENSHOTS
 from ui.stages import HOME, STAGES
 
 OPEN_TARGET_S = 1.0
+REDRAW_TARGET_MS = 150
 OPEN_REPEATS = 3
+INSTANT_CONTROLS_FILE = "instant-controls.json"  # tests/browser/test_instant_controls.py
+INSTANT_FILE = "instant-generation.json"  # tests/browser/test_instant_generation.py
 VIEWPORT = {"width": 1366, "height": 768}
 TIMEOUT_MS = 600_000  # the warming visit of a fresh server waits for the model and the prompt's results
 # The script run has finished (the h1 is only there once the page's script started), the page's main
@@ -60,4 +66,40 @@ def page_open_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list[t
                          f"<= {OPEN_TARGET_S:g} s"))
     finally:
         context.close()
+    return rows
+
+
+def attention_forward_rows() -> list[tuple[str, str, str]]:
+    """The Attention and Forward pass pages: each control's median redraw in the browser, each page's open
+    time for a prompt already computed, and what each page sends its live figure."""
+    path = SCREENSHOTS / INSTANT_CONTROLS_FILE
+    if not path.exists():
+        return [("Attention / Forward pass controls and opens", "-", "run tests/browser/test_instant_controls.py")]
+    measured = json.loads(path.read_text())
+    rows = [(f"{name} step -> figure redrawn (ms, median of {figure['steps']})", f"{figure['median_ms']:.1f}",
+             f"<= {REDRAW_TARGET_MS} ms") for name, figure in measured["controls"].items()]
+    rows += [(f"{url_path} opens, prompt computed (s, median)", f"{seconds:.2f}", f"<= {OPEN_TARGET_S:.0f} s")
+             for url_path, seconds in measured["open_s"].items()]
+    rows += [(f"{url_path} live figure's data (KiB, default prompt)", f"{kib:,.1f}", "")
+             for url_path, kib in measured["payload_kib"].items()]
+    return rows
+
+
+def generation_kv_streaming_rows() -> list[tuple[str, str, str]]:
+    """(name, figure, target) rows for the Generation, KV cache and Streaming pages' replays: median redraw per
+    control, page open (to the replay drawn) and the replay's payload, from the last browser-suite run."""
+    path = SCREENSHOTS / INSTANT_FILE
+    if not path.exists():
+        return [("generation / kv-cache / streaming replays", "-", "run tests/browser/test_instant_generation.py")]
+    figures = json.loads(path.read_text())
+    rows = []
+    for page, middle in figures["redraw_median_ms"].items():
+        steps = len(figures["redraw_ms"][page])
+        rows.append((f"{page}: control -> figure redrawn (ms, median of {steps})", f"{middle:.1f}",
+                     f"<= {REDRAW_TARGET_MS} ms, no script run"))
+    for page, seconds in figures["opens_s"].items():
+        rows.append((f"{page}: open, warm prompt -> replay drawn (s)", f"{seconds:.2f}", f"<= {OPEN_TARGET_S:.0f} s"))
+        rows.append((f"  {page}: script run finished (s)", f"{figures['idle_s'][page]:.2f}", ""))
+    for page, size in figures["payload_bytes"].items():
+        rows.append((f"{page}: replay payload (JSON characters)", f"{size:,}", ""))
     return rows

@@ -1,5 +1,5 @@
-"""Forward pass page charts: the block as a flow with shapes, RoPE on one pair, scores and softmax,
-the MLP's neurons, and the residual stream through the stack."""
+"""Forward pass page charts: RoPE on one pair, scores and softmax, the MLP's neurons (the block's steps and
+the residual stream through the stack are drawn live in the browser: charts/live_block.py)."""
 
 from __future__ import annotations
 
@@ -9,50 +9,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from charts.theme import FONT_SIZE, LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title
+from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title
 
-BOX_HEIGHT = 0.62  # of one row; the rest is the arrow between boxes
 LABEL_SPOTS = ("top left", "bottom right", "top right", "bottom left")  # neighbouring labels do not overlap
 
 
 def shape_text(shape: Sequence[int]) -> str:
     return "(" + " x ".join(f"{n:,}" for n in shape) + ")"
-
-
-def block_flow_chart(names: Sequence[str], shapes: Sequence[Sequence[int]], norms: Sequence[float | None],
-                     highlight: int | None = None) -> go.Figure:
-    """The block top to bottom: one box per step, the shape it hands on written on the arrow below it,
-    the residual stream's two skip connections drawn on the right. ``norms`` go inside the boxes."""
-    rows = len(names)
-    figure = go.Figure()
-    adds = [i for i, name in enumerate(names) if name.startswith("+")]
-    for i, (name, shape, norm) in enumerate(zip(names, shapes, norms)):
-        colour = OKABE_ITO[1] if i == highlight else ("#FFF3D6" if i in adds else "#E8F1FA")
-        figure.add_shape(type="rect", x0=0.05, x1=0.78, y0=-i - BOX_HEIGHT / 2, y1=-i + BOX_HEIGHT / 2,
-                         line=dict(color="#444444", width=1), fillcolor=colour, layer="below")
-        label = name + (f"  ·  ‖·‖ {norm:,.1f}" if norm is not None else "")
-        figure.add_annotation(x=0.415, y=-i, text=label, showarrow=False, font=dict(size=FONT_SIZE - 3))
-        if i + 1 < rows:
-            figure.add_annotation(x=0.415, y=-i - 1 + BOX_HEIGHT / 2, ax=0.415, ay=-i - BOX_HEIGHT / 2,
-                                  xref="x", yref="y", axref="x", ayref="y", showarrow=True, arrowhead=2,
-                                  arrowwidth=1.5, text="")
-            figure.add_annotation(x=0.43, y=-i - 0.5, text=shape_text(shape), showarrow=False, xanchor="left",
-                                  font=dict(size=FONT_SIZE - 5, color="#555555"))
-    starts = [0] + [a for a in adds[:-1]]
-    for start, add in zip(starts, adds):
-        figure.add_shape(type="path", path=f"M 0.78 {-start} L 0.92 {-start} L 0.92 {-add} L 0.78 {-add}",
-                         line=dict(color=OKABE_ITO[2], width=2.5))
-        figure.add_annotation(x=0.93, y=-(start + add) / 2, text="skip", showarrow=False, textangle=-90,
-                              font=dict(size=FONT_SIZE - 5, color=OKABE_ITO[2]))
-    figure.update_layout(
-        template=TEMPLATE,
-        xaxis=dict(visible=False, range=[0, 1]),
-        yaxis=dict(visible=False, range=[-rows + 0.5, 0.5]),
-        height=46 * rows + 40,
-        margin=dict(l=5, r=5, t=10, b=10),
-        showlegend=False,
-    )
-    return figure
 
 
 def vector_rows(vectors: Sequence[np.ndarray], labels: Sequence[str], dims: int) -> go.Figure:
@@ -156,28 +119,4 @@ def top_neuron_bars(neurons: Sequence[int], activated: np.ndarray, up: np.ndarra
                          # Plotly turns the neuron numbers upright where they would collide (a phone).
                          xaxis=dict(title=axis_title("Neuron", "index"), type="category"),
                          yaxis_title=axis_title("Value"), legend=LEGEND_BELOW)
-    return figure
-
-
-def residual_stream_chart(residual_norms: np.ndarray, attention_norms: np.ndarray, mlp_norms: np.ndarray,
-                          highlight: int | None = None) -> go.Figure:
-    """The residual stream's length after the embedding and each layer (line), over what each layer's
-    attention and MLP add to it (bars)."""
-    layers = np.arange(len(attention_norms))
-    figure = make_subplots(specs=[[{"secondary_y": True}]])
-    figure.add_trace(go.Bar(x=layers, y=attention_norms, name="attention adds", marker_color=OKABE_ITO[0],
-                            hovertemplate="layer %{x}: attention adds ‖·‖ = %{y:.1f}<extra></extra>"))
-    figure.add_trace(go.Bar(x=layers, y=mlp_norms, name="MLP adds", marker_color=OKABE_ITO[5],
-                            hovertemplate="layer %{x}: MLP adds ‖·‖ = %{y:.1f}<extra></extra>"))
-    figure.add_trace(go.Scatter(x=np.arange(-1, len(layers)), y=residual_norms, name="residual stream",
-                                mode="lines+markers", line=dict(color="#222222", width=3),
-                                hovertemplate="after layer %{x}: ‖x‖ = %{y:.1f}<extra></extra>"), secondary_y=True)
-    if highlight is not None:
-        figure.add_vrect(x0=highlight - 0.5, x1=highlight + 0.5, fillcolor=OKABE_ITO[1], opacity=0.2, line_width=0)
-    figure.update_layout(template=TEMPLATE, barmode="group", height=480, legend=LEGEND_BELOW)
-    # Plotly's own tick spacing: every 2nd layer where there is room, fewer on a phone.
-    figure.update_xaxes(title_text=axis_title("Layer", "-1 = embedding"), range=[-1.5, len(layers) - 0.5])
-    figure.update_yaxes(title_text=axis_title("Length added", "L2 norm"), secondary_y=False, rangemode="tozero")
-    figure.update_yaxes(title_text=axis_title("Stream length", "L2 norm"), secondary_y=True, showgrid=False,
-                        rangemode="tozero")
     return figure

@@ -124,12 +124,17 @@ class StackTrace:
     ``residual_norms`` has layers + 1 entries: the embedding, then each block's output.
     ``attention_norms[l]``/``mlp_norms[l]`` are the lengths of what layer l's attention and MLP add.
     ``lens`` is the logit lens at this position: each layer's output through the final norm and LM head.
+    ``step_norms[l]`` is layer l's ``block_flow`` lengths at this token (NaN where a step hands on no
+    vector per token) and ``head_weights[l]`` (heads, positions) its softmax rows for this token: what a
+    page needs to show any layer without another pass.
     """
 
     position: int
     residual_norms: np.ndarray
     attention_norms: np.ndarray
     mlp_norms: np.ndarray
+    step_norms: np.ndarray  # (layers, steps of block_flow)
+    head_weights: np.ndarray  # (layers, heads, positions)
     lens_ids: np.ndarray  # (layers, top_k) token ids, most likely first
     lens_probs: np.ndarray  # (layers, top_k)
     lens_entropy_bits: np.ndarray  # (layers,)
@@ -176,7 +181,8 @@ def traced_forward(model, ids: Sequence[int], layer: int, position: int, lens_to
     _check(shapes, ids, layer, position)
     inner = model.model
     captured: dict = {"attention": [None] * shapes.layers, "mlp": [None] * shapes.layers,
-                      "residual": [None] * (shapes.layers + 1)}
+                      "residual": [None] * (shapes.layers + 1),
+                      "steps": [{} for _ in range(shapes.layers)]}
     handles = _hooks(inner, inner.layers[layer], position, captured)
     try:
         logits = yield from layered_forward(model, ids, logits_to_keep=len(ids) - position)
@@ -195,6 +201,12 @@ def traced_forward(model, ids: Sequence[int], layer: int, position: int, lens_to
         residual_norms=residual.double().norm(dim=-1).numpy(),
         attention_norms=torch.stack(captured["attention"]).double().norm(dim=-1).numpy(),
         mlp_norms=torch.stack(captured["mlp"]).double().norm(dim=-1).numpy(),
+        step_norms=np.array([
+            _step_norms({**steps, "input": captured["residual"][index], "attention_out": captured["attention"][index],
+                         "mlp_out": captured["mlp"][index], "output": captured["residual"][index + 1]},
+                        shapes, captured["cos"][position], captured["sin"][position])
+            for index, steps in enumerate(captured["steps"])]),
+        head_weights=torch.stack([steps["weights"] for steps in captured["steps"]]).float().numpy(),
         lens_ids=top.indices.numpy(),
         lens_probs=top.values.numpy(),
         lens_entropy_bits=entropy.numpy(),
@@ -239,6 +251,20 @@ def _hooks(inner, block, position: int, captured: dict) -> list:
 
         return hook
 
+    def step(index, name, before=False):  # one layer's vector at ``position``, for its step lengths
+        def hook(_module, *args):
+            tensor = args[0][0] if before else args[1]
+            tensor = tensor[0] if isinstance(tensor, tuple) else tensor
+            captured["steps"][index][name] = at(tensor)
+
+        return hook
+
+    def layer_weights(index):
+        def hook(_module, _inputs, output):
+            captured["steps"][index]["weights"] = output[1][0, :, position].detach().clone()
+
+        return hook
+
     def rotary(_module, _inputs, output):
         captured["cos"], captured["sin"] = (t[0].detach().clone() for t in output)
 
@@ -270,7 +296,34 @@ def _hooks(inner, block, position: int, captured: dict) -> list:
         registered.append(layer.self_attn.register_forward_hook(per_layer("attention", index)))
         registered.append(layer.mlp.register_forward_hook(per_layer("mlp", index)))
         registered.append(layer.register_forward_hook(per_layer("residual", index + 1)))
+        registered += [
+            layer.input_layernorm.register_forward_hook(step(index, "normed")),
+            layer.self_attn.q_proj.register_forward_hook(step(index, "query")),
+            layer.self_attn.register_forward_hook(layer_weights(index)),
+            layer.self_attn.o_proj.register_forward_pre_hook(step(index, "head_outputs", before=True)),
+            layer.post_attention_layernorm.register_forward_pre_hook(step(index, "after_attention", before=True)),
+            layer.post_attention_layernorm.register_forward_hook(step(index, "normed_mlp")),
+            layer.mlp.gate_proj.register_forward_hook(step(index, "gate")),
+            layer.mlp.down_proj.register_forward_pre_hook(step(index, "product", before=True)),
+        ]
     return registered
+
+
+def _step_norms(steps: dict, shapes: BlockShapes, cos, sin) -> list[float]:
+    """One layer's ``block_flow`` lengths from its hooked vectors at the chosen token (NaN: no vector)."""
+    import torch
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    query = steps["query"].view(shapes.heads, 1, shapes.head_dim)
+    rotated, _ = apply_rotary_pos_emb(query[None], query[None], cos[None, None], sin[None, None])
+    lengths = {name: float(torch.linalg.vector_norm(tensor.double())) for name, tensor in steps.items()
+               if name != "weights"}
+    lengths["query_rotated"] = float(torch.linalg.vector_norm(rotated.double()))
+    return [
+        lengths["input"], lengths["normed"], lengths["query"], math.nan, lengths["query_rotated"], math.nan,
+        math.nan, lengths["head_outputs"], lengths["attention_out"], lengths["after_attention"],
+        lengths["normed_mlp"], lengths["gate"], lengths["product"], lengths["mlp_out"], lengths["output"],
+    ]
 
 
 def _block_trace(attn, layer: int, position: int, shapes: BlockShapes, captured: dict) -> BlockTrace:

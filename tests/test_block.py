@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from lifecycle.block import BlockShapes, open_block, rope_pair, trace_forward
+from lifecycle.block import BlockShapes, block_flow, open_block, rope_pair, trace_forward
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
 
@@ -167,3 +167,17 @@ def test_the_last_position_predicts_paris_in_raw_mode(loaded):
 def test_out_of_range_layer_or_position_is_a_clear_error(loaded, ids, layer, position):
     with pytest.raises(LifecycleError):
         trace_forward(loaded.model, ids, layer if layer != 30 else loaded.num_layers, position)
+
+
+def test_every_layers_step_lengths_and_weights_are_the_opened_blocks(loaded):
+    """The stack keeps each layer's block_flow lengths and softmax rows at the token, so a page can show any
+    layer from one pass: they must equal what opening that layer itself gives."""
+    ids = render_prompt(Conversation(new_message="Why is the sky blue?")).ids
+    position = len(ids) - 2
+    for layer in (0, 17, loaded.num_layers - 1):
+        trace = trace_forward(loaded.model, ids, layer, position)
+        flow = [step.norm if step.norm is not None else np.nan for step in block_flow(trace.block)]
+        assert trace.stack.step_norms.shape == (loaded.num_layers, len(flow))
+        np.testing.assert_allclose(trace.stack.step_norms[layer], flow, rtol=1e-5, equal_nan=True)
+        np.testing.assert_allclose(trace.stack.head_weights[layer], trace.block.weights, atol=1e-7)
+        np.testing.assert_allclose(trace.stack.step_norms[:, -1], trace.stack.residual_norms[1:], rtol=1e-5)

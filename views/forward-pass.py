@@ -5,9 +5,8 @@ import streamlit as st
 
 from charts.attention import logit_lens_chart
 from charts.embeddings import token_labels
+from charts.live_block import block_lesson, block_view_sent, live_block_data
 from charts.forward_pass import (
-    block_flow_chart,
-    residual_stream_chart,
     rope_rotation,
     scores_and_weights,
     shape_text,
@@ -21,10 +20,22 @@ from lifecycle.model import LoadedModel
 from ui.cache import per_prompt_cache, prepared_prompt
 from ui.frame import lesson, loaded_model, stage_page
 from ui.text import quoted
+from ui.live_block import block_view, live_block
 
 SHOWN_DIMS = 64
 KEYS_BEFORE = 40  # keys shown left of the chosen token in the score chart
 KEYS_AFTER = 4  # masked keys shown right of it
+
+
+LIVE_KEY = "forward_live"
+
+
+def follow_view() -> None:
+    """The live block's controls came to rest: the step-by-step details follow its (layer, head)."""
+    config = loaded_model().model.config
+    view = block_view_sent(block_view(LIVE_KEY), config.num_hidden_layers, config.num_attention_heads)
+    if view is not None:
+        st.session_state["forward_layer"], st.session_state["forward_head"] = view
 
 
 @per_prompt_cache
@@ -39,147 +50,135 @@ with stage_page("forward-pass") as settings:
     labels = token_labels(texts)
     config = loaded.model.config
     layers = config.num_hidden_layers
+    heads = config.num_attention_heads
 
-    pick_token, pick_layer, pick_head = st.columns([2, 2, 1])
-    position = pick_token.selectbox("Token", range(len(ids)), index=len(ids) - 1, format_func=lambda i: labels[i],
-                                    key="forward_token", help="The position whose path through the block is shown.")
-    layer = pick_layer.slider("Layer (block)", 0, layers - 1, layers // 2, key="forward_layer")
-    head = pick_head.selectbox("Query head", range(config.num_attention_heads), key="forward_head")
+    position = int(st.session_state.get("forward_token", len(ids) - 1))
+    position = position if 0 <= position < len(ids) else len(ids) - 1
+    layer = int(st.session_state.setdefault("forward_layer", layers // 2))
+    head = int(st.session_state.setdefault("forward_head", 0))
     with st.spinner("Running the prompt once more with hooks on every module…", show_time=True):
         trace = traced(tuple(ids), layer, position, loaded)
     block, stack = trace.block, trace.stack
     s = block.shapes
     flow = block_flow(block)
     final = stack.final_id
-    lesson(
-        f"The prompt's **{s.positions} tokens** enter the first block as a ({s.positions} x {s.hidden}) matrix, one "
-        f"row per token, and leave each of the **{s.layers} blocks** with the same shape: every block reads this "
-        f"*residual stream*, computes something, and adds it back. Below, block **{layer}** is opened up at token "
-        f"{quoted(texts[position])} (position {position}). Its attention half mixes in information from earlier "
-        f"tokens ({s.heads} query heads sharing {s.kv_heads} key/value heads of {s.head_dim} numbers); its MLP half "
-        f"transforms each token on its own through {s.intermediate:,} neurons. Here the block takes the token's "
-        f"vector from length {flow[0].norm:,.1f} to {flow[-1].norm:,.1f}. Every number comes from the real forward "
-        "pass, captured by hooks on the model's own modules."
+    lesson(block_lesson(s.positions, s.layers, quoted(texts[position]), position, stack.residual_norms,
+                        stack.attention_norms, stack.mlp_norms))
+    live_block(
+        live_block_data([f.name for f in flow], [f.shape for f in flow], stack.step_norms, stack.head_weights,
+                        stack.residual_norms, stack.attention_norms, stack.mlp_norms, lambda i: labels[i], position,
+                        s.group, (layer, head)),
+        key=LIVE_KEY, on_view=follow_view,
     )
-
-    st.plotly_chart(block_flow_chart([f.name for f in flow], [f.shape for f in flow], [f.norm for f in flow]),
-                    key="forward_flow", theme=None)
-    st.caption("Each box is one step; the shape on the arrow below it is the tensor it hands on for the whole "
-               "prompt, and ‖·‖ the length (L2 norm) of the chosen token's row after the step. The green lines are "
-               "the skip connections: the residual stream itself.")
+    st.caption(f"Moving the layer or the head redraws the block above in your browser. The steps below open block "
+               f"**{layer}** at head **{head}**; they follow once the controls rest (one more hooked pass per block).")
+    st.selectbox("Token", range(len(ids)), index=position, format_func=lambda i: labels[i], key="forward_token",
+                 help="The position whose path through the block is shown (another token runs the prompt once "
+                      "more with hooks).")
     with st.expander(f"Shapes for this prompt ({s.positions} tokens), read from the model's config"):
         st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
                      hide_index=True, height=35 * (len(flow) + 1) + 3)
+        st.caption("Each step hands on one tensor for the whole prompt; above, ‖·‖ is the length (L2 norm) of the "
+                   "chosen token's row after the step. The green steps are the residual adds (the skip connections): "
+                   "the stream itself.")
 
-    st.subheader("1. RMSNorm", anchor=False)
-    rms = float(np.sqrt(np.mean(block.residual.astype(np.float64) ** 2)))
-    st.markdown(
-        f"The token's vector has root-mean-square {rms:.3f}; RMSNorm divides it by that (so the RMS becomes 1) and "
-        f"multiplies each of the {s.hidden} numbers by a learned weight. Length {flow[0].norm:,.1f} becomes "
-        f"{flow[1].norm:,.1f}. Every block reads a normalised copy; the stream itself is left as it is."
-    )
-    st.plotly_chart(vector_rows([block.residual, block.normed], ["x (block input)", "RMSNorm(x)"], SHOWN_DIMS),
-                    key="forward_norm", theme=None)
-
-    st.subheader("2. Queries, keys, values, and RoPE", anchor=False)
-    half = s.head_dim // 2
-    pair = st.slider("Dimension pair", 0, half - 1, 0, key="forward_pair",
-                     help=f"RoPE turns dimension i together with dimension i + {half}; low pairs turn fastest.")
-    before, after, angle = rope_pair(block, head, pair)
-    group = head // s.group
-    st.markdown(
-        f"Three matrices turn the normalised vector into a query ({s.heads} heads x {s.head_dim}), a key and a value "
-        f"({s.kv_heads} heads x {s.head_dim} each: query head {head} uses key/value head {group}). Then RoPE encodes "
-        f"the position: it turns each pair of query and key dimensions by an angle that grows with the position. At "
-        f"position {position}, pair ({pair}, {pair + half}) turns by {position} / {s.rope_theta:,.0f}^({2 * pair}/"
-        f"{s.head_dim}) = **{angle:.4f} rad**"
-        + (f" ({int(angle // (2 * np.pi))} full turns and {np.degrees(angle % (2 * np.pi)):.1f}°)"
-           if angle >= 2 * np.pi else f" ({np.degrees(angle):.1f}°)")
-        + f". The length stays "
-        f"{np.linalg.norm(before):.3f}; only the direction changes, so Q·K ends up depending on how far apart two "
-        "tokens are."
-    )
-    st.plotly_chart(rope_rotation(before, after, angle, (pair, pair + half)), key="forward_rope", theme=None)
-    st.plotly_chart(
-        vector_rows([block.query[head], block.query_rotated[head], block.keys_rotated[group, position],
-                     block.values[group, position]],
-                    [f"q head {head}", "q after RoPE", f"k head {group} (RoPE)", f"v head {group}"], s.head_dim),
-        key="forward_qkv", theme=None)
-
-    st.subheader("3. Scores, causal mask, softmax", anchor=False)
-    row, weights = block.scores[head], block.weights[head]
-    start, stop = max(0, position - KEYS_BEFORE), min(s.positions, position + 1 + KEYS_AFTER)
-    top_key = int(np.argmax(weights))
-    st.markdown(
-        f"Head {head}'s query is compared with the key of every token: the dot product, divided by "
-        f"√{s.head_dim} = {np.sqrt(s.head_dim):.0f} so the scores stay in a range softmax handles well. Keys after "
-        f"position {position} are masked (score −∞), so a token never sees the future: "
-        + (f"{s.positions - position - 1} of {s.positions} keys are masked here. " if position < s.positions - 1 else
-           "this is the last token, so nothing is masked (pick an earlier token to see the mask). ")
-        + f"Softmax turns the {position + 1} visible scores into weights that "
-        f"sum to 1; the largest, {weights[top_key]:.1%}, goes to {quoted(texts[top_key])} (position {top_key})."
-    )
-    st.plotly_chart(scores_and_weights(row[start:stop], weights[start:stop], labels[start:stop]),
-                    key="forward_scores", theme=None)
-    if start > 0:
-        st.caption(f"Showing keys {start}–{stop - 1} of 0–{s.positions - 1}.")
-
-    st.subheader("4. Weighted sum of values, output projection, first residual add", anchor=False)
-    st.markdown(
-        f"Each head sums the value vectors with those weights ({s.head_dim} numbers per head); the {s.heads} heads "
-        f"side by side ({s.heads * s.head_dim} numbers) go through the output projection back to {s.hidden}. That "
-        f"update has length {flow[8].norm:,.1f} and is **added** to the stream (length {flow[0].norm:,.1f}), giving "
-        f"{flow[9].norm:,.1f}."
-    )
-    st.plotly_chart(vector_rows([block.residual, block.attention_out, block.after_attention],
-                                ["x", "attention output", "x + attention"], SHOWN_DIMS),
-                    key="forward_attention_add", theme=None)
-
-    st.subheader("5. The MLP: SwiGLU, one token at a time", anchor=False)
-    neurons = block.top_neurons()
-    firing = int((np.abs(block.product) > 0.1 * np.abs(block.product).max()).sum())
-    strongest = int(neurons[0])
-    st.markdown(
-        f"After a second RMSNorm, two projections widen the vector to {s.intermediate:,} numbers: a *gate* and an "
-        f"*up* value per neuron. SiLU(gate) lets a neuron through when its gate is positive and nearly silences it "
-        f"when negative; multiplied by *up*, it decides how much of that neuron's output direction the *down* "
-        f"projection writes back ({s.hidden} numbers). For this token, {firing:,} of {s.intermediate:,} neurons reach "
-        f"at least a tenth of the strongest; neuron **{strongest}** fires most (gate {block.gate[strongest]:.2f}, "
-        f"SiLU {block.activated[strongest]:.2f} x up {block.up[strongest]:.2f} = {block.product[strongest]:.2f})."
-    )
-    st.plotly_chart(silu_neurons(block.gate, block.activated, neurons[:4]), key="forward_silu", theme=None)
-    st.plotly_chart(top_neuron_bars(neurons, block.activated, block.up, block.product),
-                          key="forward_neurons", theme=None)
-
-    st.subheader("6. Second residual add: the block's output", anchor=False)
-    st.markdown(
-        f"The MLP's output (length {flow[13].norm:,.1f}) is added to the stream ({flow[9].norm:,.1f}), giving the "
-        f"block's output ({flow[14].norm:,.1f}): the input of block {layer + 1}"
-        + (" (the last block's output goes to the final norm and the output head)." if layer == layers - 1 else ".")
-    )
-    st.plotly_chart(vector_rows([block.after_attention, block.mlp_out, block.output],
-                                ["x + attention", "MLP output", "block output"], SHOWN_DIMS),
-                    key="forward_mlp_add", theme=None)
-
-    st.subheader(f"The whole stack: token {quoted(texts[position])} through {layers} layers", anchor=False)
-    biggest = int(np.argmax(np.maximum(stack.attention_norms, stack.mlp_norms)))
-    part = "MLP" if stack.mlp_norms[biggest] >= stack.attention_norms[biggest] else "attention"
-    guesses = lens_guesses(stack, lambda i: token_text(loaded, i))
-    final_text = token_text(loaded, final)
-    settle = stack.settles_at
-    st.markdown(
-        f"The stream's length goes from {stack.residual_norms[0]:,.1f} (the embedding) to "
-        f"{stack.residual_norms[-1]:,.1f} after layer {layers - 1}: each layer adds its attention and MLP outputs "
-        f"to it; no layer replaces it. The largest single addition is layer {biggest}'s {part} (length "
-        f"{max(stack.attention_norms[biggest], stack.mlp_norms[biggest]):,.1f}). The logit lens reads each layer's "
-        f"output as if it were the last: the model's answer after this token is {quoted(final_text)}, and it is "
-        + (f"the lens's top guess from layer {settle} on." if settle < layers - 1
-           else "the top guess only at the very last layer.")
-    )
-    st.plotly_chart(residual_stream_chart(stack.residual_norms, stack.attention_norms, stack.mlp_norms, layer),
-                    key="forward_stack", theme=None)
-    st.plotly_chart(logit_lens_chart([g[0] for g in guesses], [g[1][0].text for g in guesses],
-                                     [g[1][0].probability for g in guesses], final_text),
-                    key="forward_lens", theme=None)
-    st.caption("Green bars: the layer's top guess already equals the final answer. The highlighted band in the "
-               "chart above is the block opened up on this page.")
+    tabs = st.tabs(["1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax", "4. Attention output", "5. The MLP", "6. Block output", "Logit lens"])
+    with tabs[0]:
+        rms = float(np.sqrt(np.mean(block.residual.astype(np.float64) ** 2)))
+        st.markdown(
+            f"The token's vector has root-mean-square {rms:.3f}; RMSNorm divides it by that (so the RMS becomes 1) and "
+            f"multiplies each of the {s.hidden} numbers by a learned weight. Length {flow[0].norm:,.1f} becomes "
+            f"{flow[1].norm:,.1f}. Every block reads a normalised copy; the stream itself is left as it is."
+        )
+        st.plotly_chart(vector_rows([block.residual, block.normed], ["x (block input)", "RMSNorm(x)"], SHOWN_DIMS),
+                        key="forward_norm", theme=None)
+    with tabs[1]:
+        half = s.head_dim // 2
+        pair = st.slider("Dimension pair", 0, half - 1, 0, key="forward_pair",
+                         help=f"RoPE turns dimension i together with dimension i + {half}; low pairs turn fastest.")
+        before, after, angle = rope_pair(block, head, pair)
+        group = head // s.group
+        st.markdown(
+            f"Three matrices turn the normalised vector into a query ({s.heads} heads x {s.head_dim}), a key and a value "
+            f"({s.kv_heads} heads x {s.head_dim} each: query head {head} uses key/value head {group}). Then RoPE encodes "
+            f"the position: it turns each pair of query and key dimensions by an angle that grows with the position. At "
+            f"position {position}, pair ({pair}, {pair + half}) turns by {position} / {s.rope_theta:,.0f}^({2 * pair}/"
+            f"{s.head_dim}) = **{angle:.4f} rad**"
+            + (f" ({int(angle // (2 * np.pi))} full turns and {np.degrees(angle % (2 * np.pi)):.1f}°)"
+               if angle >= 2 * np.pi else f" ({np.degrees(angle):.1f}°)")
+            + f". The length stays "
+            f"{np.linalg.norm(before):.3f}; only the direction changes, so Q·K ends up depending on how far apart two "
+            "tokens are."
+        )
+        st.plotly_chart(rope_rotation(before, after, angle, (pair, pair + half)), key="forward_rope", theme=None)
+        st.plotly_chart(
+            vector_rows([block.query[head], block.query_rotated[head], block.keys_rotated[group, position],
+                         block.values[group, position]],
+                        [f"q head {head}", "q after RoPE", f"k head {group} (RoPE)", f"v head {group}"], s.head_dim),
+            key="forward_qkv", theme=None)
+    with tabs[2]:
+        row, weights = block.scores[head], block.weights[head]
+        start, stop = max(0, position - KEYS_BEFORE), min(s.positions, position + 1 + KEYS_AFTER)
+        top_key = int(np.argmax(weights))
+        st.markdown(
+            f"Head {head}'s query is compared with the key of every token: the dot product, divided by "
+            f"√{s.head_dim} = {np.sqrt(s.head_dim):.0f} so the scores stay in a range softmax handles well. Keys after "
+            f"position {position} are masked (score −∞), so a token never sees the future: "
+            + (f"{s.positions - position - 1} of {s.positions} keys are masked here. " if position < s.positions - 1 else
+               "this is the last token, so nothing is masked (pick an earlier token to see the mask). ")
+            + f"Softmax turns the {position + 1} visible scores into weights that "
+            f"sum to 1; the largest, {weights[top_key]:.1%}, goes to {quoted(texts[top_key])} (position {top_key})."
+        )
+        st.plotly_chart(scores_and_weights(row[start:stop], weights[start:stop], labels[start:stop]),
+                        key="forward_scores", theme=None)
+        if start > 0:
+            st.caption(f"Showing keys {start}–{stop - 1} of 0–{s.positions - 1}.")
+    with tabs[3]:
+        st.markdown(
+            f"Each head sums the value vectors with those weights ({s.head_dim} numbers per head); the {s.heads} heads "
+            f"side by side ({s.heads * s.head_dim} numbers) go through the output projection back to {s.hidden}. That "
+            f"update has length {flow[8].norm:,.1f} and is **added** to the stream (length {flow[0].norm:,.1f}), giving "
+            f"{flow[9].norm:,.1f}."
+        )
+        st.plotly_chart(vector_rows([block.residual, block.attention_out, block.after_attention],
+                                    ["x", "attention output", "x + attention"], SHOWN_DIMS),
+                        key="forward_attention_add", theme=None)
+    with tabs[4]:
+        neurons = block.top_neurons()
+        firing = int((np.abs(block.product) > 0.1 * np.abs(block.product).max()).sum())
+        strongest = int(neurons[0])
+        st.markdown(
+            f"After a second RMSNorm, two projections widen the vector to {s.intermediate:,} numbers: a *gate* and an "
+            f"*up* value per neuron. SiLU(gate) lets a neuron through when its gate is positive and nearly silences it "
+            f"when negative; multiplied by *up*, it decides how much of that neuron's output direction the *down* "
+            f"projection writes back ({s.hidden} numbers). For this token, {firing:,} of {s.intermediate:,} neurons reach "
+            f"at least a tenth of the strongest; neuron **{strongest}** fires most (gate {block.gate[strongest]:.2f}, "
+            f"SiLU {block.activated[strongest]:.2f} x up {block.up[strongest]:.2f} = {block.product[strongest]:.2f})."
+        )
+        st.plotly_chart(silu_neurons(block.gate, block.activated, neurons[:4]), key="forward_silu", theme=None)
+        st.plotly_chart(top_neuron_bars(neurons, block.activated, block.up, block.product),
+                              key="forward_neurons", theme=None)
+    with tabs[5]:
+        st.markdown(
+            f"The MLP's output (length {flow[13].norm:,.1f}) is added to the stream ({flow[9].norm:,.1f}), giving the "
+            f"block's output ({flow[14].norm:,.1f}): the input of block {layer + 1}"
+            + (" (the last block's output goes to the final norm and the output head)." if layer == layers - 1 else ".")
+        )
+        st.plotly_chart(vector_rows([block.after_attention, block.mlp_out, block.output],
+                                    ["x + attention", "MLP output", "block output"], SHOWN_DIMS),
+                        key="forward_mlp_add", theme=None)
+    with tabs[6]:
+        guesses = lens_guesses(stack, lambda i: token_text(loaded, i))
+        final_text = token_text(loaded, final)
+        settle = stack.settles_at
+        st.markdown(
+            f"Each layer adds its attention and MLP outputs to the stream; no layer replaces it. The logit lens "
+            f"reads each layer's output as if it were the last: the model's answer after this token is "
+            f"{quoted(final_text)}, and it is "
+            + (f"the lens's top guess from layer {settle} on." if settle < layers - 1
+               else "the top guess only at the very last layer.")
+        )
+        st.plotly_chart(logit_lens_chart([g[0] for g in guesses], [g[1][0].text for g in guesses],
+                                         [g[1][0].probability for g in guesses], final_text),
+                        key="forward_lens", theme=None)
+        st.caption("Green bars: the layer's top guess already equals the final answer.")

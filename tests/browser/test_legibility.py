@@ -30,6 +30,8 @@ MAIN_VISUAL = {
     "tokenization": ".token-chips",  # the prompt cut into tokens
     "live-calls": '[data-testid="stMetric"]',  # the model and its queue, live
     "sampling": ".live-sampling svg",  # the live chart (ui/live_sampling.js), drawn in SVG, not Plotly
+    "attention": ".live-attention svg",  # the live maps (ui/live_attention.js)
+    "forward-pass": ".live-block svg",  # the live block (ui/live_block.js)
     "guess": '[data-testid="stForm"], [data-testid="stPlotlyChart"]',  # the round: its options, then its answer
     "handout": '[data-testid="stTable"]',  # what the handout holds, stage by stage
 }

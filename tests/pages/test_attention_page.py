@@ -1,8 +1,11 @@
 """Attention page: the chosen head's real weights, the pronoun example and the logit lens."""
 
+import json
+
 import numpy as np
 import pytest
 
+from charts.live_attention import decoded_triangles
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward
 from lifecycle.vocabulary import show_token
@@ -17,21 +20,24 @@ def forward(loaded):
     return run_forward(loaded, render_prompt(Conversation(new_message=PROMPT)).ids, layers=[3], max_attention_tokens=128)
 
 
-def test_chosen_head_and_mean_are_the_models_weights(run_page, forward):
+def live_data(app) -> dict:
+    """What the page sent the live maps (ui/live_attention.js) this run."""
+    return json.loads(app.get("bidi_component")[0].proto.json)
+
+
+def test_the_live_maps_hold_every_layers_and_heads_real_weights(run_page, forward):
     app = run_page("attention", prompt=PROMPT, temperature=0, max_tokens=2)
     assert not app.exception and not app.error
-    app.slider(key="attention_layer").set_value(3).run()
-    app.selectbox(key="attention_head").set_value(4).run()
-    assert not app.exception
-    np.testing.assert_allclose(np.array(plotly_figure(app, "attention_head_map").data[0].z, dtype=float),
-                               forward.attentions[3][4], atol=1e-5)
-    np.testing.assert_allclose(np.array(plotly_figure(app, "attention_mean_map").data[0].z, dtype=float),
-                               forward.attentions[3].mean(0), atol=1e-5)
-    last = len(forward.ids) - 1
-    np.testing.assert_allclose(plotly_figure(app, "attention_bars").data[0].x, forward.attentions[3][4, last], atol=1e-5)
+    data = live_data(app)
+    assert (data["layers"], data["heads"], data["kv_group"]) == (30, 9, 3)
+    n = len(forward.ids)
+    assert data["tokens"] == data["total_tokens"] == n and len(data["labels"]) == n
+    maps = decoded_triangles(data["weights"], data["layers"], data["heads"], n)
+    np.testing.assert_allclose(maps[3], forward.attentions[3], atol=1e-5)  # 16-bit codes: within 7.7e-6
     mosaic = np.array(plotly_figure(app, "attention_mosaic").data[0].z, dtype=float)
     assert mosaic.shape == (9 * 25 - 1, 30 * 25 - 1)  # 36 tokens block-averaged to 24 per tile
-    assert "9 attention heads" in app.markdown[1].value and "3 sets of keys and values" in app.markdown[1].value
+    text = " ".join(m.value for m in app.markdown)
+    assert "9 attention heads" in text and "3 sets of keys and values" in text
 
 
 def test_pronoun_example_points_at_it_and_the_button_sets_the_prompt(run_page, loaded):
@@ -61,6 +67,10 @@ def test_long_prompt_shows_what_was_cut(run_page):
     app = run_page("attention", prompt="word " * 150, temperature=0, max_tokens=1)
     assert not app.exception
     assert any("Showing the last 128 of" in i.value for i in app.info)
+    data = live_data(app)
+    # 30 x 9 maps of 128 tokens would be 4.5 MB: the live maps hold the last tokens that fit 2 MiB, and say so.
+    assert data["tokens"] < 128 and 270 * data["tokens"] * (data["tokens"] + 1) <= 2 * 2**20
+    assert any(f"The live maps hold the last {data['tokens']} of" in i.value for i in app.info)
 
 
 def test_lesson_names_the_sink_and_the_strongest_look_back_of_this_prompt(run_page, loaded):
@@ -72,11 +82,12 @@ def test_lesson_names_the_sink_and_the_strongest_look_back_of_this_prompt(run_pa
     every = run_forward(loaded, ids)  # every layer, all 36 tokens
     weights = [every.attentions[layer] for layer in range(loaded.num_layers)]
     on_first = [w[head, query, 0] for w in weights for head in range(w.shape[0]) for query in range(len(ids))]
-    assert f"In this run, {sum(on_first) / len(on_first):.0%} of all attention" in lesson
+    assert f"Here {sum(on_first) / len(on_first):.0%} of all attention" in lesson
     look = max(((float(w[head, -1, key]), layer, head, key) for layer, w in enumerate(weights)
                 for head in range(w.shape[0]) for key in range(1, len(ids) - 1)))
     weight, layer, head, key = look
-    assert f"on the very first token '{show_token(token_text(loaded, ids[0]))}'" in lesson
-    assert (f"the last token '{show_token(token_text(loaded, ids[-1]))}' attends most strongly to "
-            f"'{show_token(token_text(loaded, ids[key]))}' ({weight:.0%}, in layer {layer}, head {head}") in lesson
-    assert f"The model read **{len(ids)} tokens**" in lesson
+    assert f"on the first token '{show_token(token_text(loaded, ids[0]))}'" in lesson
+    assert (f"the last token '{show_token(token_text(loaded, ids[-1]))}' attends most to "
+            f"'{show_token(token_text(loaded, ids[key]))}' (**{weight:.0%}**, layer {layer}, head {head}") in lesson
+    assert f"Each of the **{len(ids)} tokens**" in lesson
+    assert live_data(app)["start"] == {"layer": int(layer), "head": int(head), "query": len(ids) - 1}

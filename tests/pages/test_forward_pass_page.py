@@ -1,5 +1,6 @@
 """Forward pass page: the block and the stack drawn are the real hooked forward pass of this prompt."""
 
+import json
 import re
 
 import numpy as np
@@ -9,6 +10,8 @@ from lifecycle.block import block_flow, open_block
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward, token_text
 from lifecycle.vocabulary import show_token
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+
 from tests.pages.harness import plotly_figure, run_page
 
 PROMPT = "Why is the sea salty?"
@@ -32,28 +35,36 @@ def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
     shapes = app.dataframe[0].value["output shape"].tolist()
     assert shapes[0] == f"({len(ids)} x {loaded.model.config.hidden_size})"
     assert f"({loaded.model.config.num_attention_heads} x {len(ids)} x {len(ids)})" in shapes
-    figure = plotly_figure(app, "forward_flow")
-    labels = [a.text for a in figure.layout.annotations]
-    assert any(label.endswith(f"‖·‖ {flow[-1].norm:,.1f}") for label in labels)
-    stack = plotly_figure(app, "forward_stack")
-    line = next(t for t in stack.data if t.name == "residual stream")
-    np.testing.assert_allclose(line.y, trace.stack.residual_norms, rtol=1e-6)
+    live = live_data(app)
+    steps = len(flow)
+    assert live["start"] == {"layer": loaded.num_layers // 2, "head": 0} and live["position"] == len(ids) - 1
+    drawn = np.array([np.nan if n is None else n for n in live["step_norms"]]).reshape(loaded.num_layers, steps)
+    np.testing.assert_allclose(drawn[loaded.num_layers // 2], [np.nan if f.norm is None else f.norm for f in flow],
+                               rtol=1e-4, equal_nan=True)
+    np.testing.assert_allclose(live["residual"], trace.stack.residual_norms, rtol=1e-5)
+    top = np.array(live["weights"]).reshape(loaded.num_layers, loaded.model.config.num_attention_heads, live["top"])
+    np.testing.assert_allclose(top[:, :, 0], trace.stack.head_weights.max(-1), atol=1e-5)
     weights = plotly_figure(app, "forward_scores").data[-1].y
     np.testing.assert_allclose(weights, trace.block.weights[0][-len(weights):], rtol=1e-5)
+
+
+def live_data(app) -> dict:
+    """What the page sent the live block (ui/live_block.js) this run."""
+    return json.loads(app.get("bidi_component")[0].proto.json)
 
 
 def test_sentences_state_the_numbers_of_this_forward_pass(app, loaded, ids):
     """Every fact the default view writes (middle block, last token, head 0), against lifecycle's own run."""
     text = [m.value.replace("\\", "") for m in app.markdown]
     lesson, softmax, stack = (next(t for t in text if marker in t)
-                              for marker in ("enter the first block", "Softmax turns", "The logit lens reads"))
+                              for marker in ("pass through", "Softmax turns", "The logit lens reads"))
     last, middle = len(ids) - 1, loaded.num_layers // 2
     last_token = show_token(token_text(loaded, ids[last]))
     assert f"The prompt's **{len(ids)} tokens**" in lesson and f"**{loaded.num_layers} blocks**" in lesson
-    assert f"block **{middle}** is opened up at token '{last_token}' (position {last})" in lesson
+    assert f"At token '{last_token}' (position {last})" in lesson
     trace = open_block(loaded, ids, middle, last)
-    norms = [step.norm for step in block_flow(trace.block)]
-    assert f"from length {norms[0]:,.1f} to {norms[-1]:,.1f}" in lesson
+    norms = trace.stack.residual_norms
+    assert f"from {norms[0]:,.1f} (the embedding) to {norms[-1]:,.1f} after the last block" in lesson
 
     weights = trace.block.weights[0]  # query head 0, the default
     top_key = int(np.argmax(weights))
@@ -69,15 +80,35 @@ def test_sentences_state_the_numbers_of_this_forward_pass(app, loaded, ids):
     assert found and (int(found.group(1)) if found.group(1) else loaded.num_layers - 1) == settles
 
 
-def test_choosing_a_layer_and_token_redraws_that_block(app, loaded, ids):
-    app.slider(key="forward_layer").set_value(3)
+def browser_sends(app, view: dict):
+    """Run the app as if the live block's controls had come to rest on ``view`` in the browser."""
+    state = WidgetState(id=app.get("bidi_component")[0].proto.id, json_value=json.dumps({"view": view}))
+    tree = app._tree
+    collect = tree.get_widget_states
+
+    def with_the_block():
+        states = collect()
+        states.widgets.append(state)
+        return states
+
+    tree.get_widget_states = with_the_block
+    try:
+        return app.run()
+    finally:
+        del tree.get_widget_states
+
+
+def test_the_details_follow_the_view_the_browser_sends_and_a_token_choice(app, loaded, ids):
+    """The live block sends (layer, head) when its controls rest; the page's steps then open that block."""
+    browser_sends(app, {"layer": 3, "head": 4})
     app.selectbox(key="forward_token").set_value(5).run()
     assert not app.exception and not app.error
     trace = open_block(loaded, ids, 3, 5)
-    assert "position 5" in app.markdown[1].value and "block **3**" in app.markdown[1].value
+    assert any("open block **3** at head **4**" in c.value for c in app.caption)
+    assert live_data(app)["position"] == 5 and live_data(app)["start"] == {"layer": 3, "head": 4}
     rope = plotly_figure(app, "forward_rope")
     before = next(t for t in rope.data if t.name == "before RoPE")
-    assert before.x[1] == pytest.approx(trace.block.query[0, 0], rel=1e-5)
+    assert before.x[1] == pytest.approx(trace.block.query[4, 0], rel=1e-5)
     scores = plotly_figure(app, "forward_scores").data
     masked = next(t for t in scores if t.name == "masked (-inf)")
     assert len(masked.x) == min(4, len(ids) - 6)  # later keys shown as masked

@@ -1,0 +1,127 @@
+"""The Attention page's live maps: every layer's and head's weights for the prompt, sent once, so the
+browser (ui/live_attention.js) redraws any layer, head or query token without a round trip.
+
+Weights are encoded as 16-bit codes, round(w x 65535) (so each shown weight is within 0.0008
+percentage points of the model's), only the causal lower triangle (row q holds keys 0..q), layer by
+layer and head by head, as base64 of little-endian uint16. A prompt whose maps would exceed
+``LIVE_BUDGET_BYTES`` ships the last ``shipped`` tokens only; the page says so. Labels are plain
+strings the browser sets as text, never markup.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+LIVE_BUDGET_BYTES = 2 * 1024 * 1024  # the encoded weights before base64 (base64 adds a third)
+CODE_MAX = 65535
+
+
+def triangle_cells(tokens: int) -> int:
+    """Cells of one causal map of ``tokens`` tokens: row q holds q + 1 keys."""
+    return tokens * (tokens + 1) // 2
+
+
+def shipped_tokens(tokens: int, maps: int, budget_bytes: int = LIVE_BUDGET_BYTES) -> int:
+    """The most tokens (at most ``tokens``) whose ``maps`` causal maps of 2-byte codes fit ``budget_bytes``."""
+    shipped = tokens
+    while shipped > 1 and maps * triangle_cells(shipped) * 2 > budget_bytes:
+        shipped -= 1
+    return shipped
+
+
+def encoded_triangles(stacked: np.ndarray) -> bytes:
+    """(layers, heads, n, n) weights as uint16 codes of each map's lower triangle, row by row."""
+    n = stacked.shape[-1]
+    rows, cols = np.tril_indices(n)
+    codes = np.rint(np.clip(stacked[..., rows, cols], 0.0, 1.0) * CODE_MAX).astype("<u2")
+    return codes.tobytes()
+
+
+def decoded_triangles(payload: str, layers: int, heads: int, n: int) -> np.ndarray:
+    """The inverse of ``encoded_triangles`` after base64 (what the browser does): (layers, heads, n, n)."""
+    codes = np.frombuffer(base64.b64decode(payload), dtype="<u2").reshape(layers, heads, -1)
+    full = np.zeros((layers, heads, n, n))
+    rows, cols = np.tril_indices(n)
+    full[..., rows, cols] = codes / CODE_MAX
+    return full
+
+
+@dataclass(frozen=True)
+class AttentionFocus:
+    """Where the last token looks hardest, leaving out the first token and the token itself."""
+
+    layer: int
+    head: int
+    key: int  # index into the maps' tokens
+    weight: float
+    sink_share: float  # the mean weight on the maps' first token, over every layer, head and query
+
+
+def attention_focus(stacked: np.ndarray) -> AttentionFocus:
+    """The strongest (layer, head, key) of the last query row of (layers, heads, n, n) maps; with two
+    tokens or fewer nothing is left out."""
+    n = stacked.shape[-1]
+    skip = 1 if n > 2 else 0
+    last = stacked[:, :, -1, skip:n - 1] if n > 2 else stacked[:, :, -1, :]
+    layer, head, key = np.unravel_index(int(last.argmax()), last.shape)
+    return AttentionFocus(int(layer), int(head), int(key) + skip, float(last[layer, head, key]),
+                          float(stacked[..., 0].mean()))
+
+
+def attention_lesson(focus: AttentionFocus, tokens: int, first: str, last: str, strongest: str) -> str:
+    """The page's two sentences with this run's numbers; ``first``, ``last`` and ``strongest`` are tokens
+    already quoted for Markdown."""
+    return (
+        f"Each of the **{tokens} tokens** gathers information from itself and the tokens before it: each row of "
+        f"a map below is one token's attention and sums to 1. Here {focus.sink_share:.0%} of all attention lands "
+        f"on the first token {first}; leaving that and itself aside, the last token {last} attends most to "
+        f"{strongest} (**{focus.weight:.0%}**, layer {focus.layer}, head {focus.head}, shown first)."
+    )
+
+
+def live_attention_data(
+    attentions: Mapping[int, np.ndarray],
+    labels: Sequence[str],
+    total_tokens: int,
+    kv_group: int,
+    start: tuple[int, int],
+    budget_bytes: int = LIVE_BUDGET_BYTES,
+) -> dict:
+    """The component's data. ``attentions[layer]`` is (heads, n, n) for the last n of ``total_tokens``
+    tokens, ``labels`` their n labels; ``start`` the (layer, head) shown first, at the last query."""
+    stacked = np.stack([np.asarray(attentions[layer], dtype=np.float64) for layer in sorted(attentions)])
+    layers, heads, n = stacked.shape[0], stacked.shape[1], stacked.shape[-1]
+    if len(labels) != n:
+        raise ValueError(f"{len(labels)} labels for maps of {n} tokens")
+    shipped = shipped_tokens(n, layers * heads, budget_bytes)
+    window = stacked[..., n - shipped:, n - shipped:]
+    payload = base64.b64encode(encoded_triangles(window)).decode("ascii")
+    return {
+        "layers": layers,
+        "heads": heads,
+        "kv_group": kv_group,
+        "tokens": shipped,
+        "first_position": total_tokens - shipped,
+        "total_tokens": total_tokens,
+        "labels": [str(label) for label in labels[n - shipped:]],
+        "weights": payload,
+        "bytes": len(payload),
+        "fingerprint": hashlib.sha256(payload.encode("ascii")).hexdigest()[:16],
+        "start": {"layer": int(start[0]), "head": int(start[1]), "query": shipped - 1},
+    }
+
+
+def live_limit_note(data: dict, budget_bytes: int = LIVE_BUDGET_BYTES) -> str:
+    """What the live maps leave out of a long prompt, in one sentence ('' when they hold every token)."""
+    if data["tokens"] == data["total_tokens"]:
+        return ""
+    return (
+        f"The live maps hold the last {data['tokens']} of {data['total_tokens']:,} tokens: "
+        f"{data['layers']} layers x {data['heads']} heads of weights are sent to the browser once, within "
+        f"{budget_bytes // 2**20} MiB, so rows leave out attention to earlier tokens and sum to less than 1."
+    )

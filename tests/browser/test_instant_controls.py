@@ -1,0 +1,208 @@
+"""The Attention and Forward pass pages' controls redraw their figures in the browser, without a Streamlit
+script run, and how fast is measured.
+
+Each control (layer, head, query token; layer, query head) is moved a few steps; each step must change
+what the component drew (its ``data-shown``) while the app's script state never turns to "running".
+The redraw time (the control's input event to the next animation frame after the component updated its
+SVG) and each page's open time for a prompt already computed are written to
+screenshots/instant-controls.json, which bench/browser_timings.py reads: figures, not assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from urllib.parse import quote
+
+import pytest
+from playwright.sync_api import expect
+
+from bench.browser_timings import INSTANT_CONTROLS_FILE
+from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
+from tests.browser.conftest import PAGE_TIMEOUT_MS
+from tests.browser.layout import _outside, _overlap
+
+pytestmark = pytest.mark.browser
+
+PROMPT = "What's the capital of India?"
+SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
+LIVE = {"attention": ".live-attention", "forward-pass": ".live-block"}
+STEPS = 5
+OPENS = 3
+
+# Counts every script run from now on: the app marks its root "running" while a script runs.
+_WATCH_RUNS = """() => {
+  window.scriptRuns = 0;
+  const app = document.querySelector('[data-testid="stApp"]');
+  new MutationObserver(() => {
+    if (app.getAttribute('data-test-script-state') === 'running') window.scriptRuns += 1;
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  window.redraw = {at: null};
+  document.addEventListener('input', () => { window.redraw = {at: performance.now()}; }, {capture: true});
+  document.addEventListener('keydown', () => { window.redraw = {at: performance.now()}; }, {capture: true});
+}"""
+
+# Every text of the component's SVGs as the four corners of its box, with its SVG's box.
+_TEXTS = """(root) => [...root.querySelectorAll('svg')].map(chart => {
+  const a = chart.getBoundingClientRect();
+  return {area: {left: a.left, right: a.right, top: a.top, bottom: a.bottom},
+          texts: [...chart.querySelectorAll('text')].filter(t => t.textContent.trim() !== '').map(t => {
+            const b = t.getBoundingClientRect();
+            return {text: t.textContent, corners: [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]]};
+          })};
+})"""
+
+
+def _open(page, app_url: str, url_path: str) -> None:
+    """Open the page for PROMPT; the first page of a fresh server waits for the model, longer than
+    expect()'s own 5 s."""
+    page.goto(f"{app_url}/{url_path}?prompt={quote(PROMPT)}&temperature=0")
+    expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
+    open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
+
+
+def _problems(page, selector: str) -> list[str]:
+    """Texts of the component's figures that overlap each other or leave their figure or the page."""
+    problems = []
+    width = page.evaluate("() => document.documentElement.clientWidth")
+    for chart in page.locator(selector).evaluate(_TEXTS):
+        area, texts = chart["area"], chart["texts"]
+        if area["right"] > width + 1:
+            problems.append(f"a figure ends at {area['right']:.0f} px on a {width} px page")
+        problems += [f"{t['text']!r} leaves its figure" for t in texts if _outside(t["corners"], area)]
+        for i, first in enumerate(texts):
+            problems += [f"{first['text']!r} overlaps {second['text']!r}" for second in texts[i + 1:]
+                         if _overlap(first["corners"], second["corners"])]
+    return problems
+
+
+def _step(page, selector: str, move) -> float:
+    """Do ``move``, wait for the component's next drawn frame; the redraw time in ms."""
+    live = page.locator(selector)
+    draws = int(live.get_attribute("data-draws") or 0)
+    shown = live.get_attribute("data-shown")
+    move()
+    page.wait_for_function(f"() => Number(document.querySelector('{selector}').dataset.draws) > {draws}")
+    assert live.get_attribute("data-shown") != shown, "the figure must change"
+    return live.evaluate("root => Number(root.dataset.drawnAt) - window.redraw.at")
+
+
+def _moves(live, name: str, count: int):
+    """``count`` moves of the control ``name``: arrow keys on a slider, the next options of a select."""
+    control = live.locator(f'[data-control="{name}"]')
+    if live.locator(f'input[data-control="{name}"]').count():
+        control.focus()
+        return [lambda: control.press("ArrowRight")] * count
+    values = control.locator("option").evaluate_all("options => options.map(o => o.value)")
+    current = control.input_value()
+    start = values.index(current)
+    picks = [values[(start + i + 1) % len(values)] for i in range(count)]
+    return [lambda value=value: control.select_option(value) for value in picks]
+
+
+def _measure(page, url_path: str, controls: list[str]) -> dict:
+    live = page.locator(LIVE[url_path])
+    page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
+    page.evaluate(_WATCH_RUNS)
+    measured = {}
+    for name in controls:
+        times = [_step(page, LIVE[url_path], move) for move in _moves(live, name, STEPS)]
+        # The steps came faster than the Forward pass block's rest (350 ms): no run may have started yet.
+        assert page.evaluate("() => window.scriptRuns") == 0, f"moving {name} ran the page's script"
+        measured[name] = {"median_ms": round(statistics.median(times), 1), "max_ms": round(max(times), 1),
+                          "steps": len(times)}
+        page.wait_for_timeout(700)
+        wait_idle(page)
+        page.evaluate("() => { window.scriptRuns = 0; }")
+    return measured
+
+
+def _open_time(browser, app_url: str, url_path: str) -> float:
+    """Seconds from navigation to the component drawn and the script idle, for a prompt already computed
+    (the median of ``OPENS`` opens in fresh sessions)."""
+    times = []
+    for _ in range(OPENS):
+        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        try:
+            page = context.new_page()
+            started = time.perf_counter()
+            open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
+            page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
+            times.append(time.perf_counter() - started)
+        finally:
+            context.close()
+    return round(statistics.median(times), 2)
+
+
+def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, browser, page, screenshots):
+    _open(page, app_url, "attention")
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    attention = _measure(page, "attention", ["layer", "head", "query"])
+    # The redrawn map is the data's: the drawn row is the chosen (layer, head, query)'s decoded weights.
+    shown = json.loads(page.locator(LIVE["attention"]).get_attribute("data-shown"))
+    assert abs(sum(shown["row"]) - 1) < 1e-3 and len(shown["row"]) == shown["query"] + 1
+
+    open_page(page, app_url, "forward-pass", prompt=PROMPT, temperature=0)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    live = page.locator(LIVE["forward-pass"])
+    caption = page.locator("[data-testid^=stCaption]").filter(has_text="The steps below open block")
+    before = caption.inner_text()
+    forward = _measure(page, "forward-pass", ["layer", "head"])
+    # Once the controls rested, the page's details followed the block drawn above.
+    drawn = json.loads(live.get_attribute("data-shown"))
+    expect(caption).to_contain_text(f"open block {drawn['layer']} at head {drawn['head']}")
+    assert caption.inner_text() != before
+
+    opens = {url_path: _open_time(browser, app_url, url_path) for url_path in LIVE}
+    record = {
+        "controls": {f"attention.{k}": v for k, v in attention.items()}
+        | {f"forward-pass.{k}": v for k, v in forward.items()},
+        "open_s": opens,
+        "payload_kib": {url_path: round(_payload(browser, app_url, url_path) / 1024, 1) for url_path in LIVE},
+        "measures": "control input event to the next animation frame after the component updated its SVG "
+                    "(median of the steps); page open: navigation to the component drawn and the script idle, "
+                    f"median of {OPENS} fresh sessions, prompt already computed",
+    }
+    (screenshots / INSTANT_CONTROLS_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"\ninstant controls: {json.dumps(record)}")
+    assert all(v["median_ms"] > 0 for v in record["controls"].values())
+
+
+def _payload(browser, app_url: str, url_path: str) -> int:
+    """Characters of the JSON the page sends its component (the default prompt)."""
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
+        return page.locator(LIVE[url_path]).evaluate("root => JSON.stringify(root.liveData).length")
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("url_path", LIVE)
+def test_the_live_figure_leads_the_page_and_is_legible(app_url, browser, screenshots, size, url_path):
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        _open(page, app_url, url_path)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        live = page.locator(LIVE[url_path])
+        page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
+        assert _problems(page, LIVE[url_path]) == []
+        folder = screenshots / size
+        folder.mkdir(exist_ok=True)
+        page.screenshot(path=folder / f"{url_path}-first-screen.png")
+        top = live.locator("svg").first.bounding_box()["y"]
+        if size != "phone":  # the main figure starts on the first screen of a laptop and a projector
+            assert top + 100 <= height, f"the live figure starts at {top} px"
+        tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight") / height
+        assert tall <= 5, f"the page is {tall:.1f} screens tall"
+        full_screenshot(page, folder / f"{url_path}-live.png")
+    finally:
+        context.close()

@@ -1,0 +1,25 @@
+"""The Attention page's live maps as a Streamlit component: layer, head and query token redrawn in the browser.
+
+The component (ui/live_attention.js, .css) is mounted in the page's own DOM (no iframe, nothing
+fetched at run time) and receives charts.live_attention's data once per prompt. Its controls only
+change what is drawn, so nothing comes back to Python and no script runs when they move.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+_HERE = Path(__file__).resolve().parent
+_COMPONENT = st.components.v2.component(
+    "lifecycle_live_attention",
+    js=(_HERE / "live_attention.js").read_text(),
+    css=(_HERE / "live_attention.css").read_text(),
+    isolate_styles=False,  # in the page's DOM, so the page's font and the browser tests' DOM checks reach it
+)
+
+
+def live_attention_maps(data: dict, key: str) -> None:
+    """Mount the live maps with ``data`` (charts.live_attention.live_attention_data)."""
+    _COMPONENT(key=key, data=data, height="content")
