@@ -140,3 +140,24 @@ def test_the_engine_wait_says_what_was_there():
     assert "596.3 ms" in busy and "2 page requests, 1 api request and 1 exclusive job" in busy
     job = engine_wait_sentence(0.45, (), 1)
     assert "1 exclusive job (an inspection pass" in job and "request" not in job.split("held")[1]
+
+
+def test_the_generation_sentence_states_this_runs_steps_and_why_it_stopped():
+    from lifecycle.lessons import generation_sentence
+
+    stopped = generation_sentence(21, 37, 0.2346, 0.4410, "stop", 48)
+    assert "one token per step: 21 tokens**" in stopped and "**37 prompt tokens** (the prefill, 234.6 ms)" in stopped
+    assert "each step took **21.0 ms** on average" in stopped  # 441.0 ms / 21
+    assert "end-of-turn token (finish_reason **stop**)" in stopped
+    cut = generation_sentence(1, 5, 0.1, 0.02, "length", 1)
+    assert "one token per step: 1 token**" in cut and "max_tokens = 1 (finish_reason **length**)" in cut
+    assert "finish_reason **content_filter**" in generation_sentence(3, 5, 0.1, 0.02, "content_filter", 9)
+
+
+def test_the_kv_cache_sentence_sizes_this_prompts_cache():
+    from lifecycle.lessons import cache_size, kv_cache_sentence
+
+    sentence = kv_cache_sentence(37, 37 * 46_080, 46_080, 3)
+    assert "**37 tokens**: **1.63 MiB**" in sentence and "**45.0 KiB** more per generated token" in sentence
+    assert "among 3 query heads" in sentence and "3x smaller" in sentence
+    assert cache_size(2**20 - 1) == "1,024.0 KiB" and cache_size(2**20) == "1.00 MiB"
