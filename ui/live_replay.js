@@ -9,7 +9,9 @@ const KIND_COLOURS = { role: BLUE, content: GREEN, finish: VERMILION, usage: PUR
 
 const pct = (p) => `${(100 * p).toFixed(1)}%`;
 const num = (n) => n.toLocaleString("en");
-const mib = (bytes) => (bytes < 2 ** 20 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 2 ** 20).toFixed(2)} MiB`);
+const fixed = (value, digits) => value.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+// As the page's Python writes a size (views/kv-cache.py kib): KiB with one decimal below a MiB, else MiB with two.
+const mib = (bytes) => (bytes < 2 ** 20 ? `${fixed(bytes / 1024, 1)} KiB` : `${fixed(bytes / 2 ** 20, 2)} MiB`);
 
 function element(tag, attributes = {}, parent = null, namespace = null) {
   const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
@@ -66,7 +68,7 @@ function go(state, index) {
 function stop(state) {
   clearTimeout(state.timer);
   state.timer = null;
-  if (state.buttons.play) state.buttons.play.textContent = "▶ Play at real speed";
+  if (state.buttons.play) state.buttons.play.textContent = "▶ Play";
 }
 
 // The stream replays on its own clock: each event after the gap it really had.
@@ -108,6 +110,7 @@ function heat(p) {  // the model's own probability of a token: pale when sure, o
 
 function buildGeneration(state) {
   const { root, data } = state;
+  state.chart = svg("svg", { class: "lr-chart", role: "img", "aria-label": "This step's most likely tokens" }, root);
   state.readout = text("p", { class: "lr-readout", "aria-live": "polite" }, "", root, null);
   state.answer = element("div", { class: "lr-answer" }, root);
   state.spans = data.tokens.map((label, i) => {
@@ -119,7 +122,6 @@ function buildGeneration(state) {
     span.addEventListener("click", () => go(state, i));
     return span;
   });
-  state.chart = svg("svg", { class: "lr-chart", role: "img", "aria-label": "This step's most likely tokens" }, root);
   state.strip = svg("svg", { class: "lr-strip", role: "img", "aria-label": "Each step's chosen token" }, root);
 }
 
@@ -155,7 +157,7 @@ function drawGeneration(state) {
   const first = text("text", { x: font * 1.1, y: font, class: "lr-title" }, "the model (T = 1)", chart);
   const after = first.getComputedTextLength() + font * 2.2;
   svg("rect", { x: after, y: font * 0.2, width: font * 0.8, height: font * 0.8, fill: ORANGE }, chart);
-  text("text", { x: after + font * 1.1, y: font, class: "lr-title" }, "after sampling (what was drawn from)", chart);
+  text("text", { x: after + font * 1.1, y: font, class: "lr-title" }, "after sampling", chart);
   rows.forEach(([, final, base, chosen], rank) => {
     const y = top + rank * row;
     text("text", { x: labelWidth - 6, y: y + row / 2, "text-anchor": "end", "dominant-baseline": "central",
@@ -172,7 +174,7 @@ function drawGeneration(state) {
 
 function drawStrip(state, font) {  // one bar per step: the chosen token's probability; later steps faint
   const { data, index, width } = state;
-  const count = data.p.length, height = Math.round(font * 5), axis = font + 6, plot = height - axis - 4;
+  const count = data.p.length, height = Math.round(font * 5), axis = Math.round(font * 1.6), plot = height - axis - 4;
   const strip = state.strip;
   strip.replaceChildren();
   strip.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -186,8 +188,9 @@ function drawStrip(state, font) {  // one bar per step: the chosen token's proba
                               fill: i === index ? ORANGE : i < index ? BLUE : GRID, "data-step": i }, strip);
     bar.addEventListener("click", () => go(state, i));
   });
-  text("text", { x: 0, y: height - 2, class: "lr-tick" }, "step 1", strip);
-  text("text", { x: width, y: height - 2, "text-anchor": "end", class: "lr-tick" },
+  const baseline = height - Math.round(font * 0.4);  // room for the descenders inside the figure
+  text("text", { x: 0, y: baseline, class: "lr-tick" }, "step 1", strip);
+  text("text", { x: width, y: baseline, "text-anchor": "end", class: "lr-tick" },
        `step ${count}: probability of each chosen token`, strip);
 }
 
@@ -196,14 +199,14 @@ function drawStrip(state, font) {  // one bar per step: the chosen token's proba
 function buildKv(state) {
   const { root, data } = state;
   state.markIndex = data.marks.map(([, count]) => data.positions.indexOf(count));
-  const jumps = element("div", { class: "lr-jumps" }, root);
+  const jumps = root.querySelector(".lr-controls");
   data.marks.forEach(([label, count], i) => {
     const button = text("button", { type: "button", "data-action": `mark-${i}` }, `${label} (${num(count)})`, jumps, null);
     button.addEventListener("click", () => act(state, `mark-${i}`));
     state.buttons[`mark-${i}`] = button;
   });
-  state.readout = text("p", { class: "lr-readout", "aria-live": "polite" }, "", root, null);
   state.chart = svg("svg", { class: "lr-chart", role: "img", "aria-label": "KV cache size against the weights" }, root);
+  state.readout = text("p", { class: "lr-readout", "aria-live": "polite" }, "", root, null);
 }
 
 function drawKv(state) {
@@ -223,10 +226,10 @@ function drawKv(state) {
   const narrow = width < 620;
   const labelWidth = narrow ? 0 : Math.ceil(Math.max(...rows.map(([label]) => measure(label)))) + 12;
   const row = Math.round(font * (narrow ? 3.2 : 2.2)), top = 4;
-  const valueRoom = Math.ceil(measure("000.00 MiB")) + 8;
+  const valueRoom = Math.ceil(measure(mib(Math.max(mha, weights)))) + 8;
   const plot = width - labelWidth - valueRoom;
   const end = Math.max(mha, weights);
-  const height = top + rows.length * row + font + 10;
+  const height = top + rows.length * row + Math.round(font * 1.8);
   const chart = state.chart;
   chart.replaceChildren();
   chart.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -245,7 +248,7 @@ function drawKv(state) {
     text("text", { x: labelWidth + w + 4, y: barTop + barHeight / 2, "dominant-baseline": "central", class: "lr-value" },
          mib(bytes), chart);
   });
-  const axisY = top + rows.length * row + font + 4;
+  const axisY = height - Math.round(font * 0.4);
   text("text", { x: labelWidth, y: axisY, class: "lr-tick" }, "0", chart);
   text("text", { x: labelWidth + plot, y: axisY, "text-anchor": "end", class: "lr-tick" }, mib(end), chart);
 }
@@ -254,8 +257,8 @@ function drawKv(state) {
 
 function buildStream(state) {
   const { root } = state;
-  state.readout = text("p", { class: "lr-readout", "aria-live": "polite" }, "", root, null);
   state.chart = svg("svg", { class: "lr-chart", role: "img", "aria-label": "The stream's events on a time axis" }, root);
+  state.readout = text("p", { class: "lr-readout", "aria-live": "polite" }, "", root, null);
   state.answer = text("div", { class: "lr-answer lr-plain" }, "", root, null);
   state.frame = text("pre", { class: "lr-frame" }, "", root, null);
 }
@@ -269,7 +272,7 @@ function drawStream(state) {
   state.answer.textContent = data.text.slice(0, index + 1).join("") || "…";
   state.frame.textContent = data.sse[index];
   const font = Math.round(fontSize() * (width < 620 ? 0.875 : 1));
-  const height = Math.round(font * 6), axis = font + 8, plotTop = 8, plot = height - axis - plotTop;
+  const height = Math.round(font * 6), axis = Math.round(font * 1.7), plotTop = 8, plot = height - axis - plotTop;
   const last = Math.max(data.at[count - 1], 1);
   const margin = font;
   const x = (ms) => margin + ((width - 2 * margin) * ms) / last;
@@ -288,8 +291,9 @@ function drawStream(state) {
                     stroke: i <= index ? "none" : MUTED }, chart);
   });
   svg("line", { x1: x(now), x2: x(now), y1: plotTop, y2: plotTop + plot, stroke: ORANGE, "stroke-width": 2 }, chart);
-  text("text", { x: x(0), y: height - 2, class: "lr-tick" }, "0 ms", chart);
-  text("text", { x: x(last), y: height - 2, "text-anchor": "end", class: "lr-tick" }, `${last.toFixed(1)} ms`, chart);
+  const baseline = height - Math.round(font * 0.4);  // room for the descenders inside the figure
+  text("text", { x: x(0), y: baseline, class: "lr-tick" }, "0 ms", chart);
+  text("text", { x: x(last), y: baseline, "text-anchor": "end", class: "lr-tick" }, `${last.toFixed(1)} ms`, chart);
 }
 
 // ---- mounting ----
@@ -304,7 +308,7 @@ const KINDS = {
         buttons: [["back", "◀ Fewer", "Fewer positions"], ["next", "More ▶", "More positions"]] },
   stream: { build: buildStream, draw: drawStream, count: (d) => d.at.length, slider: "Event",
             start: (d) => d.at.length - 1,
-            buttons: [["play", "▶ Play at real speed", "Replay the stream on its own clock"],
+            buttons: [["play", "▶ Play", "Replay the stream on its own clock, each event after its real gap"],
                       ["start", "⏮ First", "The first event"], ["back", "◀ Back", "One event back"],
                       ["next", "Next ▶", "One event on"], ["end", "⏭ Last", "The last event"]] },
 };

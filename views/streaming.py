@@ -72,13 +72,14 @@ def _lesson(prepared, answer) -> None:
     contents = sum(event_kind(e) == "content" for e in events)
     setup, waiting, prefill = (span.seconds for span in answer.call[:3])
     made_of = ttft_sentence(m.ttft, len(prepared.rendered.ids), setup, waiting, prefill)
+    gap = ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else "n/a"
     lesson(
-        f"With `stream: true` the answer did not arrive as one JSON body but as **{len(events)} server-sent "
-        f"events**, each a `data:` line sent the moment it existed: a role chunk at once, then **{contents} content "
-        f"deltas**, a finish chunk{', a usage chunk' if prepared.input.include_usage else ''} and `data: [DONE]`. "
-        f"The first text reached the client after **{ms(m.ttft)}** ({made_of}), then a new piece every **{ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
-        f"on average (**{m.tokens_per_second:,.1f} tokens/s**). A non-streaming client would have waited "
-        f"**{ms(m.total_seconds)}** for anything at all."
+        f"With `stream: true` the answer came as **{len(events)} server-sent events**, each a `data:` line sent the "
+        f"moment it existed: a role chunk, **{contents} content deltas**, a finish chunk"
+        f"{', a usage chunk' if prepared.input.include_usage else ''} and `[DONE]`. The first text reached the client "
+        f"after **{ms(m.ttft)}** ({made_of}), then a new piece every **{gap}** on average "
+        f"(**{m.tokens_per_second:,.1f} tokens/s**), while a non-streaming client waited **{ms(m.total_seconds)}** "
+        "for anything at all."
     )
 
 
@@ -210,11 +211,11 @@ with stage_page("streaming") as settings:
     prepared, answer = answered_prompt(settings)
     loaded = loaded_model()
     _lesson(prepared, answer)
-    _metrics(answer.stream_metrics)
     events = answer.stream
     live_replay(stream_replay_data(events), key="stream_replay")
     st.caption("This run's recorded stream, replayed in your browser: press play to see each frame arrive after "
                "the gap it really had, or step through the events. Dots are the events on the request's clock.")
+    _metrics(answer.stream_metrics)
 
     recorded, wire, watch, guarded = st.tabs(["Every event", "On the wire", "Watch it stream live", "A guardrail"])
     with recorded:

@@ -32,6 +32,9 @@ MAIN_VISUAL = {
     "sampling": ".live-sampling svg",  # the live chart (ui/live_sampling.js), drawn in SVG, not Plotly
     "guess": '[data-testid="stForm"], [data-testid="stPlotlyChart"]',  # the round: its options, then its answer
     "handout": '[data-testid="stTable"]',  # what the handout holds, stage by stage
+    "generation": ".live-replay svg",  # the step replay (ui/live_replay.js), drawn in SVG
+    "kv-cache": ".live-replay svg",  # the growth slider's bars
+    "streaming": ".live-replay svg",  # the recorded stream's replay
 }
 MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
 
