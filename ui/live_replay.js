@@ -199,13 +199,13 @@ function drawStrip(state, font) {  // one bar per step: the chosen token's proba
 function buildKv(state) {
   const { root, data } = state;
   state.markIndex = data.marks.map(([, count]) => data.positions.indexOf(count));
-  const jumps = root.querySelector(".lr-controls");
+  state.chart = svg("svg", { class: "lr-chart", role: "img", "aria-label": "KV cache size against the weights" }, root);
+  const jumps = element("div", { class: "lr-controls lr-jumps" }, root);
   data.marks.forEach(([label, count], i) => {
     const button = text("button", { type: "button", "data-action": `mark-${i}` }, `${label} (${num(count)})`, jumps, null);
     button.addEventListener("click", () => act(state, `mark-${i}`));
     state.buttons[`mark-${i}`] = button;
   });
-  state.chart = svg("svg", { class: "lr-chart", role: "img", "aria-label": "KV cache size against the weights" }, root);
   state.readout = text("p", { class: "lr-readout", "aria-live": "polite" }, "", root, null);
 }
 
@@ -266,7 +266,7 @@ function buildStream(state) {
 function drawStream(state) {
   const { data, index, width } = state;
   const count = data.at.length, now = data.at[index];
-  state.readout.textContent = `Event ${index + 1} of ${count} at ${now.toFixed(1)} ms: ${data.kinds[index]}`
+  state.readout.textContent = `Event ${index + 1} of ${count} at ${fixed(now, 1)} ms: ${data.kinds[index]}`
     + (data.text[index] ? ` (${JSON.stringify(data.text[index])})` : "")
     + `. The client has ${data.text.slice(0, index + 1).join("").length} characters so far.`;
   state.answer.textContent = data.text.slice(0, index + 1).join("") || "…";
@@ -293,7 +293,7 @@ function drawStream(state) {
   svg("line", { x1: x(now), x2: x(now), y1: plotTop, y2: plotTop + plot, stroke: ORANGE, "stroke-width": 2 }, chart);
   const baseline = height - Math.round(font * 0.4);  // room for the descenders inside the figure
   text("text", { x: x(0), y: baseline, class: "lr-tick" }, "0 ms", chart);
-  text("text", { x: x(last), y: baseline, "text-anchor": "end", class: "lr-tick" }, `${last.toFixed(1)} ms`, chart);
+  text("text", { x: x(last), y: baseline, "text-anchor": "end", class: "lr-tick" }, `${fixed(last, 1)} ms`, chart);
 }
 
 // ---- mounting ----

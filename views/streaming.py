@@ -210,12 +210,13 @@ def _guardrail(prepared, settings, answer, loaded) -> None:
 with stage_page("streaming") as settings:
     prepared, answer = answered_prompt(settings)
     loaded = loaded_model()
-    _lesson(prepared, answer)
     events = answer.stream
-    live_replay(stream_replay_data(events), key="stream_replay")
-    st.caption("This run's recorded stream, replayed in your browser: press play to see each frame arrive after "
-               "the gap it really had, or step through the events. Dots are the events on the request's clock.")
+    live_replay(stream_replay_data(events), key="stream_replay")  # the picture first, its lesson under it
+    _lesson(prepared, answer)
     _metrics(answer.stream_metrics)
+    st.caption("The replay above is this run's recorded stream in your browser: press play to see each frame "
+               "arrive after the gap it really had, or step through the events (dots: the events on the "
+               "request's clock).")
 
     recorded, wire, watch, guarded = st.tabs(["Every event", "On the wire", "Watch it stream live", "A guardrail"])
     with recorded:
