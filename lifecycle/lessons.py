@@ -229,3 +229,29 @@ def overflow_demo_sentence(window: int, journey_window: int, example_messages: i
     size = ("the journey's own window" if window == journey_window
             else f"a {window:,}-token window where the journey has {journey_window:,}")
     return f"Not the journey's settings: {size}, and {history}. The journey itself is not truncated here."
+
+
+def generation_sentence(tokens: int, prompt_tokens: int, prefill: float, decode: float, finish_reason: str,
+                        max_tokens: int) -> str:
+    """The Generation page's lesson: how many steps, the one prefill and the mean step, and why it stopped."""
+    why = {
+        "stop": "the model chose its end-of-turn token (finish_reason **stop**)",
+        "length": f"it reached max_tokens = {max_tokens} (finish_reason **length**)",
+    }.get(finish_reason, f"finish_reason **{finish_reason}**")
+    unit = "token" if tokens == 1 else "tokens"
+    return (f"The model wrote this answer **one token per step: {tokens} {unit}**, after one pass over the "
+            f"**{prompt_tokens} prompt tokens** (the prefill, {_ms(prefill)}); each step took "
+            f"**{_ms(decode / tokens)}** on average. It stopped because {why}.")
+
+
+def kv_cache_sentence(prompt_tokens: int, prompt_bytes: int, bytes_per_token: int, ratio: int) -> str:
+    """The KV-cache page's lesson: this prompt's cache, what each token adds, what grouped-query attention saves."""
+    return (f"The model keeps a key and a value vector per layer and KV head for each of the prompt's "
+            f"**{prompt_tokens} tokens**: **{cache_size(prompt_bytes)}**, and **{cache_size(bytes_per_token)}** "
+            f"more per generated token. Sharing each K/V head among {ratio} query heads (grouped-query "
+            f"attention) makes it {ratio}x smaller.")
+
+
+def cache_size(count: int) -> str:
+    """Bytes as the KV-cache page writes them: KiB with one decimal below a MiB, else MiB with two."""
+    return f"{count / 1024:,.1f} KiB" if count < 2**20 else f"{count / 2**20:,.2f} MiB"

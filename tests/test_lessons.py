@@ -158,3 +158,24 @@ def test_overflow_demo_sentence_names_each_way_the_demo_differs_from_the_journey
     assert "an example history of 8 messages instead of your 0" in example
     own = overflow_demo_sentence(8_192, 8_192, None, 4)
     assert "the journey's own window" in own and "your own 4 earlier messages" in own and "example" not in own
+
+
+def test_the_generation_sentence_states_this_runs_steps_and_why_it_stopped():
+    from lifecycle.lessons import generation_sentence
+
+    stopped = generation_sentence(21, 37, 0.2346, 0.4410, "stop", 48)
+    assert "one token per step: 21 tokens**" in stopped and "**37 prompt tokens** (the prefill, 234.6 ms)" in stopped
+    assert "each step took **21.0 ms** on average" in stopped  # 441.0 ms / 21
+    assert "end-of-turn token (finish_reason **stop**)" in stopped
+    cut = generation_sentence(1, 5, 0.1, 0.02, "length", 1)
+    assert "one token per step: 1 token**" in cut and "max_tokens = 1 (finish_reason **length**)" in cut
+    assert "finish_reason **content_filter**" in generation_sentence(3, 5, 0.1, 0.02, "content_filter", 9)
+
+
+def test_the_kv_cache_sentence_sizes_this_prompts_cache():
+    from lifecycle.lessons import cache_size, kv_cache_sentence
+
+    sentence = kv_cache_sentence(37, 37 * 46_080, 46_080, 3)
+    assert "**37 tokens**: **1.63 MiB**" in sentence and "**45.0 KiB** more per generated token" in sentence
+    assert "among 3 query heads" in sentence and "3x smaller" in sentence
+    assert cache_size(2**20 - 1) == "1,024.0 KiB" and cache_size(2**20) == "1.00 MiB"

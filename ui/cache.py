@@ -161,15 +161,23 @@ def per_prompt_cache(function: Callable[..., Result]) -> Callable[..., Result]:
     """``function`` memoised by its arguments for all sessions, in the byte-bounded results cache.
 
     Arguments must be hashable; a parameter named with a leading underscore (``_loaded``) is
-    left out of the key.
+    left out of the key. ``function.start(...)`` starts the same result in the background and
+    returns its ``Pending`` at once.
     """
     name = f"{function.__code__.co_filename}:{function.__qualname__}"  # pages all run as __main__
     parameters = tuple(inspect.signature(function).parameters)
 
+    def key(args, kwargs) -> tuple:
+        shown = tuple(a for a, p in zip(args, parameters) if not p.startswith("_"))
+        return name, shown, tuple(sorted((k, v) for k, v in kwargs.items() if not k.startswith("_")))
+
     @functools.wraps(function)
     def cached(*args, **kwargs):
-        shown = tuple(a for a, p in zip(args, parameters) if not p.startswith("_"))
-        named = tuple(sorted((k, v) for k, v in kwargs.items() if not k.startswith("_")))
-        return shared_cache().get((name, shown, named), lambda _report: function(*args, **kwargs))
+        return shared_cache().get(key(args, kwargs), lambda _report: function(*args, **kwargs))
 
+    def start(*args, **kwargs) -> Pending:
+        """The same result started in the background (returns at once), for a page that draws first."""
+        return shared_cache().start(key(args, kwargs), lambda _report: function(*args, **kwargs))
+
+    cached.start = start
     return cached

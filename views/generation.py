@@ -1,23 +1,27 @@
 """Generation page: the generation loop one token at a time, with alternatives and the finish reason.
 
-The journey's real generation is revealed step by step ("Next token", "Run to the end"). Picking
-an alternative at a step reruns the loop with that step forced to it and the steps before it
-forced to the tokens already shown (lifecycle.generate.generate(forced=...)), cached per branch.
+The journey's real generation is replayed step by step in the browser (ui/live_replay: its step
+buttons and slider redraw without a script run). Picking an alternative at a step reruns the loop
+with that step forced to it and the steps before it forced to the tokens the run chose
+(lifecycle.generate.generate(forced=...)), cached per branch.
 """
 
 import pandas as pd
 import streamlit as st
 
 from charts.generation import alternatives_figure, steps_figure
+from charts.live_replay import HOW_CHOSEN, generation_replay_data, how_chosen
 from charts.logprobs import steps_logprob_figure
 from lifecycle.generate import Generation, GenerationStep
+from lifecycle.lessons import generation_sentence
 from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt, journey_results
-from ui.frame import lesson, show_text, stage_page
+from ui.frame import lesson, stage_page
+from ui.live_replay import live_replay
 from ui.settings import NUMBERS, JourneySettings
 from ui.tables import fitted_table
 
-VIEW = "generation_view"  # session state: which run is shown, how far, and where the reader picked
+VIEW = "generation_view"  # session state: which run is shown and where the reader picked
 SHORT_RUN = 5
 TABLE_ROWS = 200
 
@@ -26,36 +30,23 @@ def _view(settings: JourneySettings) -> dict:
     """This session's view of the loop, reset whenever the settings (hence the journey) change."""
     view = st.session_state.get(VIEW)
     if view is None or view["settings"] != settings:
-        view = {"settings": settings, "forced": (), "picked": (), "revealed": 1}
+        view = {"settings": settings, "forced": (), "picked": ()}
         st.session_state[VIEW] = view
     return view
-
-
-def _reveal(count: int) -> None:
-    st.session_state[VIEW]["revealed"] = count
 
 
 def _pick(generation: Generation, index: int, token_id: int) -> None:
     view = st.session_state[VIEW]
     view["forced"] = (*((i, s.token_id) for i, s in enumerate(generation.steps[:index])), (index, token_id))
     view["picked"] = (*(p for p in view["picked"] if p < index), index)
-    view["revealed"] = index + 1
 
 
 def _back_to_original() -> None:
-    st.session_state[VIEW].update(forced=(), picked=(), revealed=1)
+    st.session_state[VIEW].update(forced=(), picked=())
 
 
 def _set_max_tokens(value: int) -> None:
     st.session_state["max_tokens"] = value  # a callback may set the sidebar widget's state
-
-
-def _how_chosen(step: GenerationStep, picked, greedy: bool) -> str:
-    if step.index in picked:
-        return "you picked"
-    if step.forced:
-        return "replayed"
-    return "greedy (top token)" if greedy else "sampled"
 
 
 def _table(steps: list[GenerationStep], picked, greedy: bool) -> pd.DataFrame:
@@ -67,67 +58,38 @@ def _table(steps: list[GenerationStep], picked, greedy: bool) -> pd.DataFrame:
             "Probability": [f"{s.probability:.1%}" for s in steps],
             "Model's probability (T=1)": [f"{s.base_probability:.1%}" for s in steps],
             "Time (ms)": [round(s.seconds * 1000, 1) for s in steps],
-            "How chosen": [_how_chosen(s, picked, greedy) for s in steps],
+            "How chosen": [HOW_CHOSEN[how_chosen(s, picked, greedy)] for s in steps],
             "Top 5 alternatives": [" · ".join(f"{show_token(c.text)} {c.probability:.0%}" for c in s.alternatives) for s in steps],
         }
     )
 
 
-def _lesson(generation: Generation, prompt_tokens: int, max_tokens: int) -> None:
+def _branch(generation: Generation, picked, greedy: bool) -> None:
+    """Pick another token at any step and let the loop continue from there (a model run)."""
     steps = generation.steps
-    mean_ms = 1000 * generation.decode_seconds / len(steps)
-    why = {
-        "stop": "it chose an end-of-sequence token (finish_reason **stop**)",
-        "length": f"it reached max_tokens = {max_tokens} (finish_reason **length**)",
-    }.get(generation.finish_reason, f"finish_reason **{generation.finish_reason}**")
-    lesson(
-        f"The model does not write the answer at once: it produced **{len(steps)} tokens, one per step**. "
-        f"First the **{prompt_tokens} prompt tokens** ran through the model in one pass (the prefill, "
-        f"{1000 * generation.prefill_seconds:.0f} ms), filling the key/value cache; then each step fed only "
-        f"the newest token back in, took the next-token distribution, sampled one token and appended it "
-        f"({mean_ms:.0f} ms per step on average). It stopped because {why}."
-    )
-
-
-def _controls(total: int, revealed: int, branched: bool) -> None:
-    columns = st.columns(4)
-    columns[0].button("Next token", on_click=_reveal, args=(revealed + 1,), disabled=revealed >= total,
-                      icon=":material/skip_next:", type="primary", width="stretch")
-    columns[1].button("Run to the end", on_click=_reveal, args=(total,), disabled=revealed >= total,
-                      icon=":material/fast_forward:", width="stretch")
-    columns[2].button("Start over", on_click=_reveal, args=(1,), disabled=revealed <= 1,
-                      icon=":material/first_page:", width="stretch")
-    columns[3].button("Back to the original run", on_click=_back_to_original, disabled=not branched,
-                      icon=":material/undo:", width="stretch")
-
-
-def _step_detail(generation: Generation, revealed: int, picked, greedy: bool) -> None:
-    shown = generation.steps[:revealed]
-    chosen = st.selectbox("Look at step", [s.index for s in shown], index=len(shown) - 1,
-                          format_func=lambda i: f"{i + 1}: {show_token(shown[i].text)}", key=f"generation_step_{revealed}")  # a new reveal shows the newest step
-    step = shown[chosen]
+    chosen = st.selectbox("At step", [s.index for s in steps], key="generation_branch_step",
+                          format_func=lambda i: f"{i + 1}: {show_token(steps[i].text)}")
+    step = steps[chosen]
     left, right = st.columns([3, 2])
     with left:
         st.plotly_chart(alternatives_figure(step), key="alternatives", theme=None)
     with right:
-        st.markdown(f"**Step {step.index + 1}**, {_how_chosen(step, picked, greedy)}: the chosen token")
-        st.code(show_token(step.text), language=None)
-        st.caption(f"id {step.token_id}, probability {step.probability:.1%} after sampling "
-                   f"({step.base_probability:.1%} in the model's own distribution), {1000 * step.seconds:.1f} ms.")
+        st.caption(f"Step {step.index + 1}, {HOW_CHOSEN[how_chosen(step, picked, greedy)]}: id {step.token_id}, "
+                   f"probability {step.probability:.1%} after sampling ({step.base_probability:.1%} in the model's "
+                   f"own distribution), {1000 * step.seconds:.1f} ms.")
         others = [c for c in step.alternatives if c.id != step.token_id]
         if others:
             alternative = st.radio("Continue from an alternative instead", others, key=f"generation_alternative_{step.index}",
                                    format_func=lambda c: f"{show_token(c.text)} ({c.probability:.1%})")
             st.button("Continue from here", on_click=_pick, args=(generation, step.index, alternative.id),
                       icon=":material/call_split:")
-            st.caption("Reruns the loop with the steps before this one kept and this token forced here.")
+            st.caption("Reruns the loop on the model with the steps before this one kept and this token forced here.")
     if greedy:
-        st.caption("At temperature 0 only the top token can be chosen, so the others show 0%; they are the "
-                   "model's next most likely tokens.")
+        st.caption("At temperature 0 only the top token can be chosen, so the others show 0% after sampling; they "
+                   "are the model's next most likely tokens.")
 
 
 def _finish(generation: Generation, settings: JourneySettings) -> None:
-    st.subheader("Why it stopped", anchor=False)
     last = generation.steps[-1]
     if generation.finish_reason == "length":
         st.warning(f"finish_reason: **length**. The loop hit max_tokens = {settings.max_tokens} and was cut off "
@@ -147,14 +109,25 @@ def _finish(generation: Generation, settings: JourneySettings) -> None:
 
 
 def _logprobs(steps: list[GenerationStep]) -> None:
-    with st.expander("Log-probabilities on the answer (what the API's logprobs return)", expanded=True):
-        st.plotly_chart(steps_logprob_figure(steps), key="generation_logprobs", theme=None)
-        lowest = min(steps, key=lambda step: step.logprob)
-        st.caption(
-            f"Each token coloured by the model's own probability for it (before sampling). The least likely "
-            f"token here had logprob {lowest.logprob:.2f} (p = {lowest.base_probability:.1%}) at step "
-            f"{lowest.index + 1}. Hover a token for its top alternatives."
-        )
+    st.plotly_chart(steps_logprob_figure(steps), key="generation_logprobs", theme=None)
+    lowest = min(steps, key=lambda step: step.logprob)
+    st.caption(
+        f"Each token coloured by the model's own probability for it (before sampling). The least likely "
+        f"token here had logprob {lowest.logprob:.2f} (p = {lowest.base_probability:.1%}) at step "
+        f"{lowest.index + 1}. Hover a token for its top alternatives."
+    )
+
+
+def _steps(generation: Generation, picked, greedy: bool, prompt_tokens: int) -> None:
+    steps = generation.steps
+    fitted_table(_table(steps[-TABLE_ROWS:], picked, greedy), ["Step", "Token", "Probability", "Time (ms)"],
+                 key="generation_steps", full_from=900, hide_index=True,
+                 narrow_widths={"Step": 50, "Token": 120, "Probability": 90, "Time (ms)": 80})
+    if len(steps) > TABLE_ROWS:
+        st.caption(f"The table shows the last {TABLE_ROWS} of {len(steps)} steps.")
+    st.plotly_chart(steps_figure(steps, picked, len(steps)), key="steps", theme=None)
+    st.caption(f"Step 1's time excludes the prefill ({1000 * generation.prefill_seconds:.0f} ms for the "
+               f"{prompt_tokens} prompt tokens): its logits come from that pass.")
 
 
 with stage_page("generation") as settings:
@@ -173,33 +146,32 @@ with stage_page("generation") as settings:
                 icon=":material/hourglass_empty:")
         st.stop()
     greedy = inp.sampling.temperature == 0
-    total = len(generation.steps)
-    revealed = min(view["revealed"], total)
     picked = view["picked"]
+    prompt_tokens = len(prepared.rendered.ids)
 
-    _lesson(generation, len(prepared.rendered.ids), inp.max_tokens)
+    lesson(generation_sentence(len(generation.steps), prompt_tokens, generation.prefill_seconds,
+                               generation.decode_seconds, generation.finish_reason, inp.max_tokens))
     if view["forced"]:
         st.info(f"You are looking at a branch: you picked another token at step "
                 f"{', '.join(str(p + 1) for p in picked)}; the loop continued from there.", icon=":material/call_split:")
-    _controls(total, revealed, bool(view["forced"]))
-    st.caption(f"Showing {revealed} of {total} steps. The whole loop already ran on the model (cached); "
-               "these buttons replay it step by step.")
-
-    st.subheader("The answer so far", anchor=False)
-    show_text("".join(s.delta for s in generation.steps[:revealed]) or "(nothing yet)", limit=4000)
-    if revealed:
-        _logprobs(generation.steps[:revealed])
-    _step_detail(generation, revealed, picked, greedy)
-
-    st.subheader("Step by step", anchor=False)
-    shown = generation.steps[:revealed]
-    fitted_table(_table(shown[-TABLE_ROWS:], picked, greedy), ["Step", "Token", "Probability", "Time (ms)"],
-                 key="generation_steps", full_from=900, hide_index=True,
-                 narrow_widths={"Step": 50, "Token": 120, "Probability": 90, "Time (ms)": 80})
-    if len(shown) > TABLE_ROWS:
-        st.caption(f"The table shows the last {TABLE_ROWS} of {len(shown)} steps.")
-    st.plotly_chart(steps_figure(shown, picked, total), key="steps", theme=None)
-    st.caption(f"Step 1's time excludes the prefill ({1000 * generation.prefill_seconds:.0f} ms for the "
-               f"{len(prepared.rendered.ids)} prompt tokens): its logits come from that pass.")
-    if revealed >= total:
-        _finish(generation, settings)
+        st.button("Back to the original run", on_click=_back_to_original, icon=":material/undo:")
+    live_replay(generation_replay_data(generation.steps, picked, greedy, generation.prefill_seconds, prompt_tokens,
+                                       generation.finish_reason), key="generation_replay")
+    st.caption("The whole loop already ran on the model; the buttons and the slider replay it in your browser. "
+               "Each token of the answer is shaded by the model's own probability for it (orange: unlikely); "
+               "the bars under it are each step's chosen token.")
+    _finish(generation, settings)
+    with st.expander("How the loop works"):
+        st.markdown(
+            f"First the {prompt_tokens} prompt tokens ran through the model in one pass (the prefill), filling the "
+            "key/value cache and giving the first next-token distribution; then each step fed only the newest "
+            "token back in, took the next-token distribution, applied the sampling settings, drew one token and "
+            "appended it, until an end-of-sequence token or max_tokens."
+        )
+    branch, table, logprobs = st.tabs(["Pick another token", "Step by step", "Log-probabilities"])
+    with branch:
+        _branch(generation, picked, greedy)
+    with table:
+        _steps(generation, picked, greedy, prompt_tokens)
+    with logprobs:
+        _logprobs(generation.steps)

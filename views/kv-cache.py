@@ -3,13 +3,16 @@
 import streamlit as st
 
 from charts.kv_cache import MIB, cache_growth, latency_chart, turns_chart
+from charts.live_replay import kv_growth_data
 from lifecycle.engine import shared_engine
-from lifecycle.lessons import cache_against_weights, prefill_in_ttft
+from lifecycle.lessons import cache_against_weights, kv_cache_sentence, prefill_in_ttft
 from lifecycle.kv_cache import CacheMeasurement, KVCacheShape, LatencyPoint, cache_report, latency_report
 from lifecycle.model import LoadedModel
 from lifecycle.multiturn import TurnUsage, replay_turns
+from lifecycle.result_cache import Pending
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
+from ui.live_replay import live_replay
 from ui.tables import fitted_table
 
 SWEEP = (16, 64, 256, 512)
@@ -48,25 +51,33 @@ def _first_turn_note(first: TurnUsage) -> str:
             "the server ran earlier began with the same tokens.")
 
 
+def _arrived(pending: Pending, waiting: str):
+    """The result of a computation started in the background; a spinner while it is still running."""
+    if not pending.done():
+        with st.spinner(waiting, show_time=True):
+            return pending.result()
+    return pending.result()
+
+
 with stage_page("kv-cache") as settings:
     prepared, answer = answered_prompt(settings)
     loaded = loaded_model()
     ids = prepared.rendered.ids
+    latency = measured_latency.start(tuple(ids), loaded)  # the slow parts run while the first figure is drawn
+    measuring = measured_cache.start(tuple(ids), loaded)
     shape = KVCacheShape.of(loaded.model)
-    measured = measured_cache(tuple(ids), loaded)
+    weight_bytes = shared_engine(loaded).stack.weight_bytes()
     generated = answer.generation.completion_tokens
     after = len(ids) + max(0, generated - 1)  # the last token is returned, never fed back
     ratio = shape.query_heads // shape.kv_heads
-    lesson(
-        f"During prefill every one of the {shape.layers} layers computes a key and a value vector "
-        f"({shape.head_dim} numbers) per key/value head for each of the prompt's **{len(ids)} tokens**, and keeps them: "
-        f"{shape.layers} layers x {shape.kv_heads} KV heads x {shape.head_dim} x 2 (K and V) x {len(ids)} positions x "
-        f"{shape.bytes_per_number} bytes = **{kib(shape.bytes_for(len(ids)))}**. Each generated token then computes "
-        f"K and V for itself only and reads the rest from this cache, adding **{kib(shape.bytes_per_token)}** per "
-        f"token; after this run's {generated} generated tokens it holds {after:,} positions ({kib(shape.bytes_for(after))}). "
-        f"The {shape.query_heads} query heads share {shape.kv_heads} key/value heads (grouped-query attention), "
-        f"so the cache is {ratio}x smaller than with one K/V per head ({kib(shape.multi_head_bytes_per_token)} per token)."
-    )
+    lesson(kv_cache_sentence(len(ids), shape.bytes_for(len(ids)), shape.bytes_per_token, ratio))
+    live_replay(kv_growth_data(shape.layers, shape.kv_heads, shape.query_heads, shape.head_dim, shape.bytes_per_number,
+                               loaded.context_window, weight_bytes,
+                               [("this prompt", len(ids)), ("after the answer", after),
+                                ("full window", loaded.context_window)]), key="kv_growth_replay")
+    st.caption("Move the slider or jump to a mark: the bars are this model's cache at that length, the same cache "
+               "if every query head had its own keys and values, and the weights every decode step reads.")
+    measured = _arrived(measuring, "Measuring the real cache tensors of a prefill…")
     size_col, real_col, window_col = st.columns(3)
     size_col.metric("This prompt's cache", kib(shape.bytes_for(len(ids))),
                     help="layers x KV heads x head_dim x 2 x positions x bytes per number")
@@ -74,22 +85,34 @@ with stage_page("kv-cache") as settings:
     window_col.metric("Full window", kib(shape.bytes_for(loaded.context_window)),
                       help=f"All {loaded.context_window:,} positions of the window, for one request: a server keeps "
                            "one such cache for every request it is decoding.")
-    reserved = min(len(ids) + settings.max_tokens, loaded.context_window)
-    st.caption(
-        f"\"Measured\" sums the {measured.tensors} key and value tensors of a real prefill of this prompt, each key "
-        f"tensor shaped {measured.key_shape} (batch, KV heads, positions, head_dim). This app's engine allocates a "
-        f"request's cache once, for the prompt plus max_tokens ({reserved:,} positions, {kib(shape.bytes_for(reserved))}), "
-        "so decoding never reallocates; large servers hand it out in fixed-size blocks instead (paged attention)."
-    )
     if measured.total_bytes != shape.bytes_for(len(ids)):
         st.error("The real cache differs from the formula: the model stores its cache differently.")
-    st.plotly_chart(cache_growth(shape.bytes_per_token, shape.multi_head_bytes_per_token, loaded.context_window,
-                                 [("this prompt", len(ids)), ("after the answer", after)]),
-                    key="kv_growth", theme=None)
+    with st.expander("The cache in detail: the formula, the real tensors and the growth to the whole window"):
+        st.markdown(
+            f"During prefill every one of the {shape.layers} layers computes a key and a value vector "
+            f"({shape.head_dim} numbers) per key/value head for each of the prompt's {len(ids)} tokens, and keeps "
+            f"them: {shape.layers} layers x {shape.kv_heads} KV heads x {shape.head_dim} x 2 (K and V) x {len(ids)} "
+            f"positions x {shape.bytes_per_number} bytes = {kib(shape.bytes_for(len(ids)))}. Each generated token "
+            f"then computes K and V for itself only and reads the rest from this cache, adding "
+            f"{kib(shape.bytes_per_token)} per token; after this run's {generated} generated tokens it holds "
+            f"{after:,} positions ({kib(shape.bytes_for(after))}). The {shape.query_heads} query heads share "
+            f"{shape.kv_heads} key/value heads (grouped-query attention), so the cache is {ratio}x smaller than "
+            f"with one K/V per head ({kib(shape.multi_head_bytes_per_token)} per token)."
+        )
+        reserved = min(len(ids) + settings.max_tokens, loaded.context_window)
+        st.caption(
+            f"\"Measured\" sums the {measured.tensors} key and value tensors of a real prefill of this prompt, each "
+            f"key tensor shaped {measured.key_shape} (batch, KV heads, positions, head_dim). This app's engine "
+            f"allocates a request's cache once, for the prompt plus max_tokens ({reserved:,} positions, "
+            f"{kib(shape.bytes_for(reserved))}), so decoding never reallocates; large servers hand it out in "
+            "fixed-size blocks instead (paged attention)."
+        )
+        st.plotly_chart(cache_growth(shape.bytes_per_token, shape.multi_head_bytes_per_token, loaded.context_window,
+                                     [("this prompt", len(ids)), ("after the answer", after)]),
+                        key="kv_growth", theme=None)
 
     st.subheader("Why the first token waits and the next ones do not", anchor=False)
-    with st.spinner("Timing prefill and decode at several prompt lengths…", show_time=True):
-        points = measured_latency(tuple(ids), loaded)
+    points = _arrived(latency, "Timing prefill and decode at several prompt lengths…")
     mine = next(p for p in points if p.prompt_tokens == len(ids))
     short, long = points[0], points[-1]
     st.markdown(
@@ -101,8 +124,7 @@ with stage_page("kv-cache") as settings:
         f"{short.prompt_tokens} tokens, {long.decode_median * 1000:,.0f} ms after {long.prompt_tokens:,} "
         f"({long.decode_median / short.decode_median:,.1f}x, against {long.prefill_seconds / short.prefill_seconds:,.1f}x "
         "for prefill). That is the inter-token latency. "
-        + cache_against_weights(len(ids), shape.bytes_per_token, shared_engine(loaded).stack.weight_bytes(),
-                                loaded.context_window)
+        + cache_against_weights(len(ids), shape.bytes_per_token, weight_bytes, loaded.context_window)
     )
     st.plotly_chart(latency_chart([p.prompt_tokens for p in points], [p.prefill_seconds * 1000 for p in points],
                                   [p.decode_median * 1000 for p in points], len(ids)), key="kv_latency", theme=None)
@@ -112,8 +134,9 @@ with stage_page("kv-cache") as settings:
 
     st.subheader("Prefix caching: the API forgets, the server remembers", anchor=False)
     messages = (settings.prompt, *FOLLOW_UPS)
-    with st.spinner(f"Playing a {len(messages)}-turn conversation on the model…", show_time=True):
-        turns = replayed(messages, settings.system_prompt, loaded)
+    # Started only now, after the timings above, so the two measurements do not share the CPU.
+    turns = _arrived(replayed.start(messages, settings.system_prompt, loaded),
+                     f"Playing a {len(messages)}-turn conversation on the model…")
     last = turns[-1]
     st.markdown(
         f"The API is stateless: turn {last.turn} of this conversation sends all **{last.prompt_tokens} tokens** of "

@@ -1,5 +1,7 @@
 """Streaming page: the server-sent events of a streamed answer, with their timing, live and recorded.
 
+The recorded stream is replayed in the browser on its own clock (ui/live_replay), with no script run.
+
 "Stream it live" runs a fresh generation with ``lifecycle.stream.stream_completion`` and writes
 each SSE frame into the page as it is produced; beside it a non-streaming client's panel stays
 empty until the whole answer exists. Both panels are fed by the same generation. Last, a guardrail
@@ -11,6 +13,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from charts.live_replay import stream_replay_data
 from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.errors import LifecycleError
 from lifecycle.guardrail import FINISH_REASON, Guardrail, check_seconds, parse_guardrail
@@ -20,6 +23,7 @@ from lifecycle.stream import StreamEvent, assemble, delta_content, frame_kind, s
 from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
+from ui.live_replay import live_replay
 from ui.tables import fitted_table
 from ui.text import ms
 
@@ -68,13 +72,14 @@ def _lesson(prepared, answer) -> None:
     contents = sum(event_kind(e) == "content" for e in events)
     setup, waiting, prefill = (span.seconds for span in answer.call[:3])
     made_of = ttft_sentence(m.ttft, len(prepared.rendered.ids), setup, waiting, prefill)
+    gap = ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else "n/a"
     lesson(
-        f"With `stream: true` the answer did not arrive as one JSON body but as **{len(events)} server-sent "
-        f"events**, each a `data:` line sent the moment it existed: a role chunk at once, then **{contents} content "
-        f"deltas**, a finish chunk{', a usage chunk' if prepared.input.include_usage else ''} and `data: [DONE]`. "
-        f"The first text reached the client after **{ms(m.ttft)}** ({made_of}), then a new piece every **{ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else 'n/a'}** "
-        f"on average (**{m.tokens_per_second:,.1f} tokens/s**). A non-streaming client would have waited "
-        f"**{ms(m.total_seconds)}** for anything at all."
+        f"With `stream: true` the answer came as **{len(events)} server-sent events**, each a `data:` line sent the "
+        f"moment it existed: a role chunk, **{contents} content deltas**, a finish chunk"
+        f"{', a usage chunk' if prepared.input.include_usage else ''} and `[DONE]`. The first text reached the client "
+        f"after **{ms(m.ttft)}** ({made_of}), then a new piece every **{gap}** on average "
+        f"(**{m.tokens_per_second:,.1f} tokens/s**), while a non-streaming client waited **{ms(m.total_seconds)}** "
+        "for anything at all."
     )
 
 
@@ -205,38 +210,42 @@ def _guardrail(prepared, settings, answer, loaded) -> None:
 with stage_page("streaming") as settings:
     prepared, answer = answered_prompt(settings)
     loaded = loaded_model()
+    events = answer.stream
+    live_replay(stream_replay_data(events), key="stream_replay")  # the picture first, its lesson under it
     _lesson(prepared, answer)
     _metrics(answer.stream_metrics)
-    events = answer.stream
-    st.subheader("The recorded stream of this run", anchor=False)
-    st.plotly_chart(event_timeline([e.at for e in events], [event_kind(e) for e in events]), key="timeline", theme=None)
+    st.caption("The replay above is this run's recorded stream in your browser: press play to see each frame "
+               "arrive after the gap it really had, or step through the events (dots: the events on the "
+               "request's clock).")
 
-    st.subheader("Watch it stream", anchor=False)
-    st.markdown(
-        "Runs the same request again on the model and writes every SSE frame the moment it is produced. "
-        "Beside it, a client that asked for `stream: false` sees nothing until the last token is done. "
-        "Both panels are fed by this one generation."
-    )
-    live = st.session_state.get(LIVE)
-    if st.button("Stream it live", icon=":material/play_arrow:", type="primary"):
-        st.session_state[LIVE] = _run_live(prepared, settings, loaded)
-    elif live is not None and live["settings"] == settings:
-        st.caption("Your last live run:")
-        _show_live(live, loaded.name)
-
-    st.subheader("Every event of the recorded stream", anchor=False)
-    fitted_table(_frames_table(events), ["#", "At (ms)", "Kind", "Content delta"], key="stream_events",
-                 full_from=530, hide_index=True,
-                 narrow_widths={"#": 40, "At (ms)": 75, "Kind": 85, "Content delta": 140})
-    if len(events) > TABLE_EVENTS:
-        st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")
-    st.plotly_chart(inter_token_latency(answer.stream_metrics.inter_token), key="gaps", theme=None)
-    content_at = [e.at for e in events if delta_content(e.data)]
-    st.caption(gaps_sentence(stream_gaps(content_at, answer.generation.steps)))
-
-    st.subheader("On the wire", anchor=False)
-    st.markdown("The raw response body, exactly as the client reads it: one `data:` line per event, a blank line "
-                "after each.")
-    st.code(_wire(events), language=None, wrap_lines=True, height=480)
-    _usage(prepared, answer)
-    _guardrail(prepared, settings, answer, loaded)
+    recorded, wire, watch, guarded = st.tabs(["Every event", "On the wire", "Watch it stream live", "A guardrail"])
+    with recorded:
+        st.plotly_chart(event_timeline([e.at for e in events], [event_kind(e) for e in events]), key="timeline",
+                        theme=None)
+        fitted_table(_frames_table(events), ["#", "At (ms)", "Kind", "Content delta"], key="stream_events",
+                     full_from=530, hide_index=True,
+                     narrow_widths={"#": 40, "At (ms)": 75, "Kind": 85, "Content delta": 140})
+        if len(events) > TABLE_EVENTS:
+            st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")
+        st.plotly_chart(inter_token_latency(answer.stream_metrics.inter_token), key="gaps", theme=None)
+        content_at = [e.at for e in events if delta_content(e.data)]
+        st.caption(gaps_sentence(stream_gaps(content_at, answer.generation.steps)))
+    with wire:
+        st.markdown("The raw response body, exactly as the client reads it: one `data:` line per event, a blank line "
+                    "after each.")
+        st.code(_wire(events), language=None, wrap_lines=True, height=480)
+        _usage(prepared, answer)
+    with watch:
+        st.markdown(
+            "Runs the same request again on the model and writes every SSE frame the moment it is produced. "
+            "Beside it, a client that asked for `stream: false` sees nothing until the last token is done. "
+            "Both panels are fed by this one generation."
+        )
+        live = st.session_state.get(LIVE)
+        if st.button("Stream it live", icon=":material/play_arrow:", type="primary"):
+            st.session_state[LIVE] = _run_live(prepared, settings, loaded)
+        elif live is not None and live["settings"] == settings:
+            st.caption("Your last live run:")
+            _show_live(live, loaded.name)
+    with guarded:
+        _guardrail(prepared, settings, answer, loaded)

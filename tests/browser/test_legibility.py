@@ -34,6 +34,9 @@ MAIN_VISUAL = {
     "forward-pass": ".live-block svg",  # the live block (ui/live_block.js)
     "guess": '[data-testid="stForm"], [data-testid="stPlotlyChart"]',  # the round: its options, then its answer
     "handout": '[data-testid="stTable"]',  # what the handout holds, stage by stage
+    "generation": ".live-replay svg",  # the step replay (ui/live_replay.js), drawn in SVG
+    "kv-cache": ".live-replay svg",  # the growth slider's bars
+    "streaming": ".live-replay svg",  # the recorded stream's replay
 }
 MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
 

@@ -30,47 +30,52 @@ def click(app, label):
     return next(b for b in app.button if b.label.startswith(label)).click().run()
 
 
-def test_next_token_and_run_to_the_end_reveal_the_real_generation(run_page, original):
+def _replay(app) -> dict:
+    """The data the page sent to the browser's step replay."""
+    import json
+
+    (replay,) = [c for c in app.get("bidi_component") if "generation_replay" in c.proto.id]
+    return json.loads(replay.proto.json)
+
+
+def test_the_table_and_the_browser_replay_hold_the_real_generation(run_page, original):
     app = run_page("generation", **SETTINGS)
     assert not app.exception and not app.error
-    assert list(table(app)["Id"]) == original.token_ids[:1]
-    assert list(table(app)["Token"]) == [show_token(original.steps[0].text)]
-    click(app, "Next token")
-    assert list(table(app)["Id"]) == original.token_ids[:2]
-    click(app, "Run to the end")
-    assert not app.exception
     assert list(table(app)["Id"]) == original.token_ids
     assert list(table(app)["Probability"]) == [f"{s.probability:.1%}" for s in original.steps]
     assert list(table(app)["Token"]) == [show_token(s.text) for s in original.steps]
     first_alternatives = table(app)["Top 5 alternatives"][0].split(" · ")
     assert first_alternatives == [f"{show_token(c.text)} {c.probability:.0%}" for c in original.steps[0].alternatives]
+    replay = _replay(app)
+    assert replay["tokens"] == [show_token(s.text) for s in original.steps]
+    assert replay["p"] == pytest.approx([s.probability for s in original.steps], abs=1e-5)
+    assert [row[3] for row in replay["alternatives"][0]] == [int(c.id == original.token_ids[0])
+                                                             for c in original.steps[0].alternatives]
     assert original.finish_reason == "length"  # 6 tokens cannot finish a long poem
+    assert replay["finish_reason"] == "length"
     assert any("finish_reason: **length**" in w.value for w in app.warning)
 
 
 def test_picking_an_alternative_continues_from_that_step(run_page, loaded, prompt_ids, original):
     app = run_page("generation", **SETTINGS)
-    click(app, "Next token")  # look at step 2; the branch must keep step 1
+    app.selectbox(key="generation_branch_step").set_value(1).run()  # step 2; the branch must keep step 1
     alternative = app.radio(key="generation_alternative_1").value
     assert alternative.id != original.token_ids[1]
     click(app, "Continue from here")
     assert not app.exception
     expected = generate(loaded, prompt_ids, GREEDY, 6, forced={0: original.token_ids[0], 1: alternative.id})
     rows = table(app)
-    assert list(rows["Id"]) == [original.token_ids[0], alternative.id]
-    assert list(rows["How chosen"]) == ["replayed", "you picked"]
-    click(app, "Run to the end")
-    assert list(table(app)["Id"]) == expected.token_ids
+    assert list(rows["Id"]) == expected.token_ids
+    assert list(rows["How chosen"])[:2] == ["replayed", "you picked"]
+    assert _replay(app)["how"][:2] == [2, 3]
     click(app, "Back to the original run")
-    assert list(table(app)["Id"]) == original.token_ids[:1]
+    assert list(table(app)["Id"]) == original.token_ids
 
 
 def test_try_max_tokens_5_stops_with_length(run_page):
     app = run_page("generation", prompt=PROMPT, temperature=0.0, max_tokens=7)
-    click(app, "Run to the end")
     click(app, "Try max_tokens = 5")
     assert app.session_state["max_tokens"] == 5
-    click(app, "Run to the end")
     assert not app.exception
     assert len(table(app)) == 5
     assert any("max_tokens = 5" in w.value and "length" in w.value for w in app.warning)
@@ -86,7 +91,6 @@ def test_the_answer_is_highlighted_by_its_logprobs(run_page, loaded):
 
     app = run_page("generation", prompt="Name a colour.", temperature=0, max_tokens=6, seed=1)
     assert not app.exception
-    click(app, "Run to the end")
     bar = plotly_figure(app, "generation_logprobs").data[0]
     from ui.settings import JourneySettings
 
@@ -101,15 +105,14 @@ def test_lesson_counts_this_runs_steps_and_says_why_it_stopped(run_page, prompt_
     import re
 
     app = run_page("generation", **SETTINGS)
-    click(app, "Run to the end")
-    lesson = next(m.value for m in app.markdown if "one per step" in m.value)
-    assert f"it produced **{len(original.steps)} tokens, one per step**" in lesson
-    assert f"First the **{len(prompt_ids)} prompt tokens** ran through the model in one pass" in lesson
+    lesson = next(m.value for m in app.markdown if "one token per step" in m.value)
+    assert f"one token per step: {len(original.steps)} tokens**" in lesson
+    assert f"one pass over the **{len(prompt_ids)} prompt tokens**" in lesson
     assert f"It stopped because it reached max_tokens = 6 (finish_reason **{original.finish_reason}**)" in lesson
-    per_step = float(re.search(r"\((\d+) ms per step on average\)", lesson).group(1))
-    assert per_step == pytest.approx(table(app)["Time (ms)"].mean(), abs=1.0)  # the mean of the table's times
-    prefill = re.search(r"the prefill, (\d+) ms\)", lesson).group(1)
-    assert any(f"({prefill} ms for the {len(prompt_ids)} prompt tokens)" in c.value for c in app.caption)
+    per_step = float(re.search(r"each step took \*\*([\d.]+) ms\*\* on average", lesson).group(1))
+    assert per_step == pytest.approx(table(app)["Time (ms)"].mean(), abs=0.1)  # the mean of the table's times
+    prefill = float(re.search(r"the prefill, ([\d.]+) ms\)", lesson).group(1))
+    assert any(f"({prefill:.0f} ms for the {len(prompt_ids)} prompt tokens)" in c.value for c in app.caption)
 
 
 @pytest.mark.parametrize("page", ["generation", "streaming", "detokenization", ""])

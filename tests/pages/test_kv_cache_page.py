@@ -34,7 +34,7 @@ def test_sizes_latency_and_turns(app, loaded, ids):
     expected = f"{shape.bytes_for(len(ids)) / 2**20:,.2f} MiB"
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
     assert metrics["This prompt's cache"] == metrics["Measured tensors"] == expected
-    assert f"{len(ids)} positions" in app.markdown[1].value
+    assert any(f"{len(ids)} positions" in m.value for m in app.markdown if "During prefill" in m.value)
     latency = plotly_figure(app, "kv_latency")
     assert len(ids) in list(latency.data[0].x) and max(latency.data[0].x) >= 512
     turns = app.dataframe[0].value
@@ -50,18 +50,33 @@ def _size(count: int) -> str:
 
 def test_lesson_numbers_follow_from_the_models_config_and_this_run(app, loaded, ids):
     """The cache sizes in the lesson, recomputed here from the config alone, and the run's own length."""
-    lesson = next(m.value for m in app.markdown if "During prefill" in m.value)
+    detail = next(m.value for m in app.markdown if "During prefill" in m.value)
     config = loaded.model.config
     head_dim = config.hidden_size // config.num_attention_heads
     per_token = config.num_hidden_layers * config.num_key_value_heads * head_dim * 2 * torch.finfo(loaded.model.dtype).bits // 8
-    assert f"the prompt's **{len(ids)} tokens**" in lesson
-    assert f"{len(ids)} positions x {torch.finfo(loaded.model.dtype).bits // 8} bytes = **{_size(per_token * len(ids))}**" in lesson
-    assert f"adding **{_size(per_token)}** per token" in lesson
+    ratio = config.num_attention_heads // config.num_key_value_heads
+    lesson = next(m.value for m in app.markdown if "keeps a key and a value vector" in m.value)
+    assert f"each of the prompt's **{len(ids)} tokens**: **{_size(per_token * len(ids))}**" in lesson
+    assert f"and **{_size(per_token)}** more per generated token" in lesson
+    assert f"among {ratio} query heads (grouped-query attention) makes it {ratio}x smaller" in lesson
+    assert f"the prompt's {len(ids)} tokens" in detail
+    assert f"{len(ids)} positions x {torch.finfo(loaded.model.dtype).bits // 8} bytes = {_size(per_token * len(ids))}" in detail
+    assert f"adding {_size(per_token)} per token" in detail
     generated = generate(loaded, ids, SamplingSettings(temperature=0.0), MAX_TOKENS).completion_tokens
     positions = len(ids) + generated - 1  # the last token is returned, never fed back
-    assert f"after this run's {generated} generated tokens it holds {positions:,} positions ({_size(per_token * positions)})" in lesson
-    ratio = config.num_attention_heads // config.num_key_value_heads
-    assert f"the cache is {ratio}x smaller" in lesson and f"({_size(per_token * ratio)} per token)" in lesson
+    assert f"after this run's {generated} generated tokens it holds {positions:,} positions ({_size(per_token * positions)})" in detail
+    assert f"the cache is {ratio}x smaller" in detail and f"({_size(per_token * ratio)} per token)" in detail
+    replay = _replay(app)
+    assert replay["marks"] == [["this prompt", len(ids)], ["after the answer", positions],
+                               ["full window", loaded.context_window]]
+    assert per_token == replay["layers"] * replay["kv_heads"] * replay["head_dim"] * 2 * replay["bytes_per_number"]
+
+
+def _replay(app) -> dict:
+    import json
+
+    (replay,) = [c for c in app.get("bidi_component") if "kv_growth_replay" in c.proto.id]
+    return json.loads(replay.proto.json)
 
 
 def test_prefix_cache_sentence_reads_the_turns_table(app):

@@ -70,7 +70,7 @@ def test_stream_it_live_streams_the_same_greedy_answer(page):
     # the streaming and the non-streaming panel, and the guardrail's stream (nothing blocked)
     assert [t.value for t in app.text].count(recorded) == 3
     assert any("Nothing at all for" in c.value for c in app.caption)
-    response = next(json.loads(j.value) for j in app.json if "chat.completion" in str(j.value))
+    response = next(body for body in (json.loads(j.value) for j in app.json) if body.get("object") == "chat.completion")
     assert response["object"] == "chat.completion" and response["choices"][0]["message"]["content"] == recorded
 
 

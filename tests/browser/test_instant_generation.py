@@ -1,0 +1,229 @@
+"""A real browser works the Generation, KV cache and Streaming pages' replays (ui/live_replay.js): each control
+redraws its figure in the browser with no script run, and how fast the pages open and the figures redraw is
+measured.
+
+Redraw times (click or key press to the next animation frame after the SVG was updated) and page open times
+(navigation to the replay drawn, and to the script idle) go to screenshots/instant-generation.json, which the
+bench prints (bench/browser_timings.py); they are figures, not assertions. The texts and bars the browser
+draws are checked against the data the page sent.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from bench.browser_timings import INSTANT_FILE
+from tests.browser.app_page import EXCEPTION, IDLE_APP, full_screenshot, wait_idle
+from tests.browser.conftest import PAGE_TIMEOUT_MS
+from tests.browser.layout import _outside, _overlap
+
+pytestmark = pytest.mark.browser
+
+PROMPT = "What's the capital of India?"
+SETTINGS = {"prompt": PROMPT, "temperature": 0, "max_tokens": 48}
+PAGES = ("generation", "kv-cache", "streaming")
+SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
+MOVES = 4
+MAX_SCREENS = 5
+MIN_SHOWN_PX = 200  # of the replay's first figure, inside the first screen
+
+# Counts every script run the page starts from now on: the app's state attribute turning "running".
+_WATCH_RUNS = """() => {
+  window.scriptRuns = 0;
+  const app = document.querySelector('[data-testid="stApp"]');
+  new MutationObserver(() => {
+    if (app.getAttribute('data-test-script-state') === 'running') window.scriptRuns++;
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  window.pressed = null;
+  for (const kind of ['pointerdown', 'keydown']) {
+    document.addEventListener(kind, () => { window.pressed = performance.now(); }, {capture: true});
+  }
+}"""
+
+# What the replay shows now: its readout, each SVG's markup and which step the slider is at.
+_SHOWN = """root => ({readout: root.querySelector('.lr-readout').textContent,
+                     svgs: [...root.querySelectorAll('svg')].map(s => s.innerHTML),
+                     index: Number(root.dataset.index), slider: root.querySelector('input[type=range]').value})"""
+
+# Every text of the replay's SVGs as its four corners on screen, with its SVG's box.
+_TEXTS = """root => [...root.querySelectorAll('svg')].map(chart => {
+  const a = chart.getBoundingClientRect();
+  return {area: {left: a.left, right: a.right, top: a.top, bottom: a.bottom}, page: document.documentElement.clientWidth,
+          texts: [...chart.querySelectorAll('text')].filter(t => t.textContent.trim()).map(t => {
+            const b = t.getBoundingClientRect();
+            return {text: t.textContent, corners: [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]]};
+          })};
+})"""
+
+
+def _replay(page, name: str):
+    return page.locator(f".live-replay-{name}")
+
+
+def _open(page, app_url: str, url_path: str, **extra) -> float:
+    """Open the page; seconds from navigation to its replay drawn (the script may still fill in the rest)."""
+    started = time.perf_counter()
+    page.goto(f"{app_url}/{url_path}?" + "&".join(f"{k}={v}" for k, v in {**SETTINGS, **extra}.items()))
+    page.wait_for_selector(".live-replay[data-draws]", timeout=PAGE_TIMEOUT_MS)
+    drawn = time.perf_counter() - started
+    wait_idle(page)
+    return drawn
+
+
+def _move(page, root, control) -> tuple[float, dict]:
+    """Work ``control`` once; the redraw time (ms) and what the replay shows after it."""
+    draws = int(root.get_attribute("data-draws") or 0)
+    control()
+    page.wait_for_function("([root, draws]) => Number(root.dataset.draws) > draws", arg=[root.element_handle(), draws])
+    took = root.evaluate("root => Number(root.dataset.drawnAt) - window.pressed")
+    return took, root.evaluate(_SHOWN)
+
+
+def _moved_without_a_run(page, root, controls) -> list[float]:
+    """Work each control; every one must change the figure, and none may start a script run."""
+    page.evaluate(_WATCH_RUNS)
+    times, before = [], root.evaluate(_SHOWN)
+    for control in controls:
+        took, after = _move(page, root, control)
+        assert after["readout"] != before["readout"] and after["svgs"] != before["svgs"], "the figure did not change"
+        assert after["slider"] == str(after["index"])
+        times.append(took)
+        before = after
+    page.wait_for_timeout(600)  # a run the controls started would have begun by now
+    assert page.evaluate("window.scriptRuns") == 0, "a control started a script run"
+    return times
+
+
+def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page, screenshots):
+    # Warm: the prompt's journey and the pages' own results are computed once, as for a class.
+    for url_path in PAGES:
+        _open(page, app_url, url_path)  # a fresh server loads the model first: longer than expect()'s 5 s
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+    figures: dict = {"prompt": PROMPT, "opens_s": {}, "idle_s": {}, "redraw_ms": {}, "payload_bytes": {}}
+    for url_path in PAGES:
+        started = time.perf_counter()
+        figures["opens_s"][url_path] = round(_open(page, app_url, url_path), 3)
+        figures["idle_s"][url_path] = round(time.perf_counter() - started, 3)
+        figures["payload_bytes"][url_path] = page.locator(".live-replay").evaluate(
+            "root => JSON.stringify(root.liveData).length")
+
+    _open(page, app_url, "generation")
+    root = _replay(page, "generation")
+    data = root.evaluate("root => root.liveData")
+    buttons = root.locator(".lr-controls")
+    next_button = buttons.get_by_role("button", name="Next token ▶")
+    steps = [next_button.click] * MOVES + [buttons.get_by_role("button", name="⏭ Last step").click,
+                                            buttons.get_by_role("button", name="◀ Back").click]
+    times = _moved_without_a_run(page, root, steps)
+    shown = root.evaluate(_SHOWN)
+    last = len(data["tokens"]) - 1
+    assert shown["index"] == last - 1
+    assert shown["readout"].startswith(f"Step {last} of {last + 1}: {data['tokens'][last - 1]}")
+    answer = root.locator(".lr-answer").evaluate(
+        "box => [...box.querySelectorAll('.lr-token')].filter(s => !s.hidden).map(s => s.textContent).join('')")
+    assert answer == "".join(data["deltas"][:last])  # the answer so far: the steps up to this one
+    slider = root.locator("input[type=range]")
+    slider.focus()
+    times += _moved_without_a_run(page, root, [lambda: slider.press("ArrowLeft")] * MOVES)
+    figures["redraw_ms"]["generation"] = times
+
+    _open(page, app_url, "kv-cache")
+    root = _replay(page, "kv")
+    data = root.evaluate("root => root.liveData")
+    more = root.get_by_role("button", name="More ▶")
+    jumps = root.locator(".lr-controls")
+    times = _moved_without_a_run(page, root, [more.click] * MOVES + [
+        jumps.get_by_role("button", name=f"full window ({data['window']:,})").click])
+    per_token = data["layers"] * data["kv_heads"] * data["head_dim"] * 2 * data["bytes_per_number"]
+    window_bytes = per_token * data["window"]
+    assert f"At {data['window']:,} positions the cache holds {window_bytes / 2**20:,.2f} MiB" in root.evaluate(_SHOWN)["readout"]
+    figures["redraw_ms"]["kv-cache"] = times
+
+    _open(page, app_url, "streaming")
+    root = _replay(page, "stream")
+    data = root.evaluate("root => root.liveData")
+    back = root.get_by_role("button", name="◀ Back")
+    times = _moved_without_a_run(page, root, [back.click] * MOVES)
+    assert root.evaluate(_SHOWN)["readout"].startswith(f"Event {len(data['at']) - MOVES} of {len(data['at'])}")
+    figures["redraw_ms"]["streaming"] = times
+    page.evaluate(_WATCH_RUNS)
+    root.get_by_role("button", name="⏮ First").click()
+    root.get_by_role("button", name="▶ Play").click()  # the stream on its own clock
+    page.wait_for_function("root => Number(root.dataset.index) === root.liveData.at.length - 1",
+                           arg=root.element_handle(), timeout=30_000)
+    assert root.locator(".lr-answer").inner_text() == "".join(data["text"])
+    assert page.evaluate("window.scriptRuns") == 0
+
+    medians = {name: round(statistics.median(values), 1) for name, values in figures["redraw_ms"].items()}
+    figures["redraw_median_ms"] = medians
+    figures["redraw_ms"] = {name: [round(t, 1) for t in values] for name, values in figures["redraw_ms"].items()}
+    figures["measures"] = ("redraw: click or key press to the next animation frame after the replay's SVG was "
+                           "updated (performance.now() in the page); opens: navigation to the replay drawn; "
+                           "idle: to the script's run finished; payload: JSON characters of the replay's data")
+    (screenshots / INSTANT_FILE).write_text(json.dumps(figures, indent=1) + "\n")
+    print(f"\n{json.dumps(figures)}")
+    assert all(t > 0 for values in figures["redraw_ms"].values() for t in values)
+
+
+def _text_problems(root) -> list[str]:
+    problems = []
+    for chart in root.evaluate(_TEXTS):
+        area, texts = chart["area"], chart["texts"]
+        if area["right"] > chart["page"] + 1:
+            problems.append("a replay figure is wider than the page")
+        problems += [f"{t['text']!r} leaves its figure" for t in texts if _outside(t["corners"], area)]
+        problems += [f"{a['text']!r} overlaps {b['text']!r}" for i, a in enumerate(texts) for b in texts[i + 1:]
+                     if _overlap(a["corners"], b["corners"])]
+    return problems
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("url_path", PAGES)
+def test_the_replay_leads_the_page_and_stays_legible(app_url, browser, screenshots, size, url_path):
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        _open(page, app_url, url_path)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        root = page.locator(".live-replay")
+        folder = screenshots / size
+        folder.mkdir(exist_ok=True)
+        page.screenshot(path=folder / f"{url_path}-first-screen.png")
+        assert _text_problems(root) == []
+        for button in root.locator(".lr-controls button:not([disabled])").all()[-2:]:  # other states too
+            if "Play" not in button.inner_text():
+                button.click()
+                assert _text_problems(root) == []
+        if size != "phone":
+            top = root.locator("svg").first.bounding_box()["y"]
+            assert top + MIN_SHOWN_PX <= height, f"the replay's figure starts at {top:.0f} px"
+            page.wait_for_selector(IDLE_APP)
+            tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+            assert tall <= MAX_SCREENS * height, f"the page is {tall / height:.1f} screens tall"
+        full_screenshot(page, folder / f"{url_path}-whole.png")
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("url_path", PAGES)
+def test_presenter_mode_keeps_the_replay_on_a_projectors_first_screen(app_url, browser, screenshots, url_path):
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        _open(page, app_url, url_path, present=1)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        folder = screenshots / "presenter"
+        folder.mkdir(exist_ok=True)
+        page.screenshot(path=folder / f"{url_path}-replay.png")
+        top = page.locator(".live-replay svg").first.bounding_box()["y"]
+        assert top + MIN_SHOWN_PX <= 768, f"the replay's figure starts at {top:.0f} px"
+    finally:
+        context.close()
