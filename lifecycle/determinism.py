@@ -64,6 +64,7 @@ class SummationOrder:
     forward: float
     backward: float
     exact: float
+    terms: int
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def _summation(stack: LlamaStack, prompt: list[int], token: int) -> SummationOrd
         products = (hidden["y"] * stack.lm_head[token]).numpy().astype(np.float32)
     return SummationOrder(float(np.cumsum(products, dtype=np.float32)[-1]),
                           float(np.cumsum(products[::-1], dtype=np.float32)[-1]),
-                          float(np.sum(products.astype(np.float64))))
+                          float(np.sum(products.astype(np.float64))), len(products))
 
 
 def compare_roads(loaded, prompt_ids: Sequence[int], steps: int = ANSWER_TOKENS, chunk: int = CHUNK) -> DeterminismRun:

@@ -83,8 +83,12 @@ class CaseResult:
     prompt_tokens: int
     first_token_mass: float
     leaking_tokens: list[tuple[str, float]]
-    answers: list[str]
+    pieces: list[list[str]]  # each sampled answer as the text its tokens released, in order
     leaks: int
+
+    @property
+    def answers(self) -> list[str]:
+        return ["".join(answer) for answer in self.pieces]
 
     @property
     def leak_share(self) -> float:
@@ -154,13 +158,14 @@ def measure_case(loaded, setup: InjectionSetup, case: str, draws: int, leaking: 
     with ThreadPoolExecutor(max_workers=draws + 1) as pool:  # submitted together, so the engine batches them
         first = pool.submit(next_token_probabilities, loaded, [*prompt, *lead])
         answers = list(pool.map(lambda seed: generate(loaded, prompt, SamplingSettings(temperature=1.0, seed=seed),
-                                                      ANSWER_TOKENS).text, range(draws)))
+                                                      ANSWER_TOKENS), range(draws)))
         probabilities = first.result()
     mass = float(probabilities[leaking].sum())
     best = leaking[np.argsort(-probabilities[leaking])[:5]]
     return CaseResult(case, len(prompt), mass,
                       [(table.of(int(i)).decode("utf-8", errors="replace"), float(probabilities[i])) for i in best],
-                      answers, sum(contains(answer, setup.phrase) for answer in answers))
+                      [[step.delta for step in answer.steps] for answer in answers],
+                      sum(contains(answer.text, setup.phrase) for answer in answers))
 
 
 def measure_injection(loaded, setup: InjectionSetup = InjectionSetup(), draws: int = 12) -> InjectionRun:
