@@ -32,7 +32,7 @@ from lifecycle.engine.llama import LlamaStack, Segment
 from lifecycle.errors import LifecycleError
 from lifecycle.vocabulary import token_bytes
 
-ANSWER_TOKENS = 16
+ANSWER_TOKENS = 12
 CHUNK = 8
 BATCH_PROMPTS = ("Once upon a time, there was a", "The three primary colours are", "def fibonacci(n):")
 ROADS = ("batch", "one pass", "chunked prefill", "one thread")
