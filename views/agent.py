@@ -57,7 +57,7 @@ def _agent_loop(messages: list[dict], loaded) -> None:
     growth = (f" Round {last.index} re-sent **{last.prompt_tokens:,} prompt tokens** for round 1's "
               f"**{first.prompt_tokens:,}**, **{last.cached_tokens:,}** of them served by the prefix cache."
               if len(run.rounds) > 1 else "")
-    st.markdown(
+    lesson(
         f"The loop made **{len(run.rounds)} call{'s' * (len(run.rounds) != 1)}** of the model and "
         f"{OUTCOMES[run.outcome]}. The program ran **{calls} tool call{'s' * (calls != 1)}** here "
         f"({errors} answered with an error) and sent each result back as a `tool` message.{growth} "
@@ -178,8 +178,6 @@ def _temperature_zero(messages: list[dict], loaded) -> None:
 
 with stage_page("agent") as settings:
     loaded = loaded_model()
-    lesson("An agent is an ordinary program calling a stateless model in a loop; its hard parts live in the "
-           "messages array it builds, and everything pasted into that array is an attack surface.")
     _agent_loop(settings.messages(), loaded)
     measured = _tendency(loaded)
     if measured is not None:

@@ -32,6 +32,7 @@ MAIN_VISUAL = {
     "sampling": ".live-sampling svg",  # the live chart (ui/live_sampling.js), drawn in SVG, not Plotly
     "guess": '[data-testid="stForm"], [data-testid="stPlotlyChart"]',  # the round: its options, then its answer
     "handout": '[data-testid="stTable"]',  # what the handout holds, stage by stage
+    "agent": '[data-testid="stDataFrame"]',  # the agent loop's rounds (its measurements come further down)
 }
 MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
 
