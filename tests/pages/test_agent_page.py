@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import torch
 
 from lifecycle.context import render_messages
@@ -16,7 +15,7 @@ def test_the_agent_loop_shows_every_round_and_the_messages_growing(run_page, loa
     from lifecycle.agent import engine_send, run_agent, run_tool, LOCAL_TOOLS
 
     question = "What is 17 times 23?"
-    app = run_page("agent", **(SETTINGS | {"prompt": question}))
+    app = run_page("agent", timeout=600, **(SETTINGS | {"prompt": question}))
     assert not app.exception and not app.error
     table = next(frame.value for frame in app.dataframe if "tool result" in frame.value.columns)
     again = run_agent([{"role": "user", "content": question}], engine_send(loaded, 64), max_rounds=3)
@@ -44,7 +43,7 @@ def test_the_agent_loop_shows_every_round_and_the_messages_growing(run_page, loa
 def test_the_tendency_chart_and_sentences_match_an_independent_recomputation(run_page, loaded):
     from lifecycle.engine import shared_engine
 
-    app = run_page("agent", prompt="What's the capital of India?", **SETTINGS)
+    app = run_page("agent", timeout=600, prompt="What's the capital of India?", **SETTINGS)
     assert not app.exception and not app.error
     figure = plotly_figure(app, "agent_compliance")
     first, drawn = figure.data
@@ -60,7 +59,7 @@ def test_the_tendency_chart_and_sentences_match_an_independent_recomputation(run
                 return model(torch.tensor([[*prompt, *lead]])).logits[0, -1].double().softmax(-1).numpy()
 
         mass = float(shared_engine(loaded).run(job)[ids].sum())
-        assert first.y[index] == np.float64(first.y[index]) and abs(first.y[index] - 100 * mass) < 0.05
+        assert abs(first.y[index] - 100 * mass) < 0.05
     counts = [int(text.split(" of ")[0]) for text in drawn.text]
     answers = [frame.value["answer"] for frame in app.dataframe if "answer" in frame.value.columns]
     assert len(answers) == len(CASES)
@@ -74,7 +73,7 @@ def test_the_tendency_chart_and_sentences_match_an_independent_recomputation(run
 
 
 def test_bad_setup_gets_a_clear_message_and_the_rest_of_the_page_runs(run_page):
-    app = run_page("agent", prompt="What's the capital of India?", **SETTINGS)
+    app = run_page("agent", timeout=600, prompt="What's the capital of India?", **SETTINGS)
     app.text_input(key="inj_phrase").set_value("x" * 41).run()
     assert not app.exception
     assert "phrase has 41 characters; at most 40" in app.error[0].value
