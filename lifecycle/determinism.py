@@ -21,7 +21,7 @@ differs, and against it the alone road's narrowest gap between its two best logi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,37 +87,53 @@ class DeterminismRun:
         return next(road for road in self.roads if road.name == name)
 
 
-def _alone(stack: LlamaStack, prompt: list[int], answer: list[int] | None, steps: int, chunk: int | None = None):
+def _alone(stack: LlamaStack, prompt: list[int], answer: list[int] | None, steps: int,
+           chunk: int | None = None) -> Generator:
     """Prefill (in chunks of ``chunk`` when given), then one-token steps; greedy unless ``answer`` is
-    given (then its tokens are fed). Returns the logits rows and the tokens fed."""
+    given (then its tokens are fed). Yields after each forward pass; returns the logits rows and the
+    tokens fed."""
     cache = stack.new_cache(len(prompt) + steps)
     size = chunk or len(prompt)
     for start in range(0, len(prompt), size):
         part = prompt[start:start + size]
         row = stack.forward([Segment(part, start, cache, start + len(part) == len(prompt))])
+        yield
     rows, fed = [row[0].clone()], []
     for index in range(steps - 1):
         token = answer[index] if answer is not None else int(torch.argmax(rows[-1]))
         fed.append(token)
         rows.append(stack.forward([Segment([token], len(prompt) + index, cache, True)])[0].clone())
+        yield
     if answer is None:
         fed.append(int(torch.argmax(rows[-1])))
     return torch.stack(rows), fed
 
 
-def _batched(stack: LlamaStack, prompt: list[int], answer: list[int], others: list[list[int]]) -> torch.Tensor:
-    """The alone road's steps, each decoded beside one token of every other prompt."""
+def _whole(slices: Generator):
+    """Run a generator of slices to its end here; return what it returns."""
+    try:
+        while True:
+            next(slices)
+    except StopIteration as finished:
+        return finished.value
+
+
+def _batched(stack: LlamaStack, prompt: list[int], answer: list[int], others: list[list[int]]) -> Generator:
+    """The alone road's steps, each decoded beside one token of every other prompt (yielding after
+    each step); returns this prompt's logits rows."""
     steps = len(answer)
     caches = [stack.new_cache(len(ids) + steps) for ids in others]
     tokens = [int(torch.argmax(stack.forward([Segment(ids, 0, c, True)])[0])) for ids, c in zip(others, caches)]
     cache = stack.new_cache(len(prompt) + steps)
     rows = [stack.forward([Segment(prompt, 0, cache, True)])[0].clone()]
+    yield
     for index in range(steps - 1):
         middle = len(others) // 2  # ours among the others, as a batch is ordered by arrival
         segments = [Segment([t], len(ids) + index, c, True) for t, ids, c in zip(tokens, others, caches)]
         segments.insert(middle, Segment([answer[index]], len(prompt) + index, cache, True))
         out = stack.forward(segments)
         rows.append(out[middle].clone())
+        yield
         tokens = [int(torch.argmax(out[i if i < middle else i + 1])) for i in range(len(others))]
     return torch.stack(rows)
 
@@ -179,19 +195,16 @@ def compare_roads(loaded, prompt_ids: Sequence[int], steps: int = ANSWER_TOKENS,
         raise LifecycleError(f"The prompt and answer must fit the model's {stack.max_positions:,}-token window.",
                              param="prompt")
 
-    def job(_model):  # one road a slice: other requests step in between, and the engine sees progress
-        reference, answer = _alone(stack, prompt, None, steps)
-        yield
+    def job(_model):  # one forward pass a slice: other requests step in between, and the engine sees progress
+        reference, answer = yield from _alone(stack, prompt, None, steps)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
-        try:
-            single, _ = _alone(stack, prompt, answer, steps)
+        try:  # in one slice: no other request's step may run on one thread
+            single, _ = _whole(_alone(stack, prompt, answer, steps))
         finally:
             torch.set_num_threads(threads)
-        yield
-        chunked, _ = _alone(stack, prompt, answer, steps, chunk)
-        yield
-        batched = _batched(stack, prompt, answer, others)
+        chunked, _ = yield from _alone(stack, prompt, answer, steps, chunk)
+        batched = yield from _batched(stack, prompt, answer, others)
         yield
         whole = _one_pass(stack, prompt, answer)
         top = torch.topk(reference, 2, dim=1).values
