@@ -78,5 +78,6 @@ def test_bad_setup_gets_a_clear_message_and_the_rest_of_the_page_runs(run_page):
     assert not app.exception
     assert "phrase has 41 characters; at most 40" in app.error[0].value
     assert plotly_figure(app, "agent_roads") is not None
-    app.text_input(key="inj_phrase").set_value("Delhi").text_input(key="inj_question").set_value("  ").run()
+    app.text_input(key="inj_phrase").set_value("Delhi")
+    app.text_input(key="inj_question").set_value("  ").run()
     assert "question is empty" in app.error[0].value
