@@ -74,3 +74,23 @@ def test_the_api_opts_in_plain_and_streamed(sdk, loaded):  # noqa: F811
     with pytest.raises(openai.BadRequestError) as caught:
         sdk.chat.completions.create(**(kwargs | {"extra_body": {"guardrail": {"block": []}}}))
     assert caught.value.param == "guardrail.block"
+
+
+def test_the_responses_api_opts_in_plain_and_streamed(sdk, loaded):  # noqa: F811
+    text, phrase = _free_answer(loaded)
+    kept = text[: text.lower().index(phrase.lower())]
+    kwargs = dict(model=loaded.name, input=MESSAGES[-1]["content"], temperature=0, max_output_tokens=MAX_TOKENS,
+                  extra_body={"guardrail": {"block": [phrase]}})
+    response = sdk.responses.create(**kwargs)
+    assert (response.status, response.incomplete_details.reason) == ("incomplete", "content_filter")
+    assert response.output_text == kept and response.output[0].status == "incomplete"
+    with sdk.responses.stream(**kwargs) as stream:  # its get_final_response wants response.completed, as OpenAI's
+        events = list(stream)
+    streamed = "".join(event.delta for event in events if event.type == "response.output_text.delta")
+    assert streamed == kept and phrase.lower() not in streamed.lower()
+    last = events[-1]
+    assert last.type == "response.incomplete" and last.response.incomplete_details.reason == "content_filter"
+    assert last.response.output_text == kept
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.responses.create(**(kwargs | {"extra_body": {"guardrail": {"block": ["x"] * (MAX_PHRASES + 1)}}}))
+    assert caught.value.param == "guardrail.block" and f"at most {MAX_PHRASES} phrases" in caught.value.message

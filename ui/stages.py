@@ -124,6 +124,12 @@ PHASES: dict[str, tuple[StagePage, ...]] = {
             ":material/text_fields:",
             "Token ids become bytes, then text; the final response reports usage and why it stopped.",
         ),
+        StagePage(
+            "Agents and their attack surface",
+            "agent",
+            ":material/smart_toy:",
+            "A program calls the model in a loop; the system prompt is a tendency, measured; temperature 0 is not a promise.",
+        ),
     ),
     "In class": (
         StagePage(

@@ -4,8 +4,7 @@ The sidebar's prompt is sent with tools (or a response_format) chosen here; the 
 the tool definitions cost in the prompt, how many tokens the grammar mask allowed at each step,
 the stream deltas as OpenAI sends them (a tool call's arguments arriving in fragments), and the
 final object validated against its schema. The run goes through lifecycle.structured.follow_call.
-Then the agent loop (lifecycle.agent) on the same prompt: the call, the local tool run here, its
-result appended, the next call, round by round with the tokens each round re-sends.
+The agent loop that runs such calls round after round is on the Agents page (views/agent.py).
 """
 
 import json
@@ -14,7 +13,6 @@ import pandas as pd
 import streamlit as st
 
 from charts.structured import mask_figure
-from lifecycle.agent import LOCAL_TOOLS, MAX_ROUNDS, AgentRun, engine_send, run_agent
 from lifecycle.errors import LifecycleError
 from lifecycle.structured import StructuredRun, follow_call
 from lifecycle.tools import output_rules
@@ -23,6 +21,7 @@ from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, presenting, show_text, stage_page
 from ui.tables import fitted_table
 from ui.settings import JourneySettings
+from ui.stages import stage
 
 MAX_TOKENS = 120
 EXAMPLE_TOOLS = [
@@ -44,21 +43,12 @@ EXAMPLE_SCHEMA = {
 }
 CHOICES = ("required", "auto", "none")
 SHOWN_FRAGMENTS = 60
-AGENT_MAX_TOKENS = 64
-AGENT_ROUNDS = 3
-OUTCOMES = {"answered": "ended with a text answer", "cut_off": "ended when max_tokens cut the answer off",
-            "round_limit": "reached its round limit still calling tools, without an answer"}
 
 
 @per_prompt_cache
 def _run(messages_json: str, fields_json: str, settings: JourneySettings, _loaded) -> StructuredRun:
     rules = output_rules(**json.loads(fields_json))
     return follow_call(_loaded, json.loads(messages_json), rules, settings.sampling(), MAX_TOKENS)
-
-
-@per_prompt_cache
-def _agent(messages_json: str, rounds: int, _loaded) -> AgentRun:
-    return run_agent(json.loads(messages_json), engine_send(_loaded, AGENT_MAX_TOKENS), max_rounds=rounds)
 
 
 def _parse_json(text: str, what: str, param: str):
@@ -130,43 +120,6 @@ def _result(run: StructuredRun) -> None:
         show_text(run.text)
 
 
-def _agent_loop(messages: list[dict], loaded) -> None:
-    st.subheader("The agent loop: call, run the tool, call again", anchor=False)
-    tool_names = ", ".join(f"`{tool.name}`" for tool in LOCAL_TOOLS)
-    rounds = st.number_input("Round limit", 1, MAX_ROUNDS, AGENT_ROUNDS, key="agent_rounds")
-    with st.spinner("Running the loop…", show_time=True):
-        run = _agent(json.dumps(messages), int(rounds), loaded)
-    first, last = run.rounds[0], run.rounds[-1]
-    calls = sum(len(r.reply.tool_calls) for r in run.rounds)
-    errors = sum("error" in result for r in run.rounds for result in r.tool_results)
-    growth = (f" Round {last.index} re-sent **{last.prompt_tokens:,} prompt tokens** for round 1's "
-              f"**{first.prompt_tokens:,}**, **{last.cached_tokens:,}** of them served by the prefix cache."
-              if len(run.rounds) > 1 else "")
-    st.markdown(
-        f"The loop made **{len(run.rounds)} call{'s' * (len(run.rounds) != 1)}** of the model and "
-        f"{OUTCOMES[run.outcome]}. The program ran **{calls} tool call{'s' * (calls != 1)}** here "
-        f"({errors} answered with an error) and sent each result back as a `tool` message.{growth} "
-        f"The model is stateless: every round sends the whole messages array again. Tools: {tool_names}; "
-        "the first round must call one (tool_choice required), later rounds may answer (auto)."
-    )
-    rows = [{"round": r.index, "messages sent": len(r.messages), "prompt tokens": r.prompt_tokens,
-             "cached tokens": r.cached_tokens, "finish_reason": r.reply.finish_reason,
-             "tool call": "; ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in r.reply.tool_calls),
-             "tool result": "; ".join(json.dumps(result) for result in r.tool_results)} for r in run.rounds]
-    fitted_table(pd.DataFrame(rows), ["round", "prompt tokens", "cached tokens", "tool call"], key="agent_rounds_table",
-                 full_from=640, hide_index=True,
-                 narrow_widths={"round": 50, "prompt tokens": 70, "cached tokens": 70, "tool call": 150})
-    if run.answer is not None:
-        st.caption("The answer:")
-        show_text(run.answer)
-    with st.expander("The messages array of every round", icon=":material/forum:"):
-        for r in run.rounds:
-            st.caption(f"Round {r.index}: {len(r.messages)} messages, {r.prompt_tokens:,} prompt tokens")
-            st.json(r.messages, expanded=False)
-        st.caption(f"After the loop: {len(run.messages)} messages")
-        st.json(run.messages, expanded=False)
-
-
 with stage_page("structured-output") as settings:
     # The tool definitions fold away, so the mask chart is on the first screen (of a laptop and a projector).
     with st.expander("The request: tools and tool_choice, or a JSON schema", icon=":material/build:"):
@@ -186,4 +139,5 @@ with stage_page("structured-output") as settings:
     _result(run)
     with st.expander("The prompt the model read"):
         show_text(run.prompt.text, limit=8_000)
-    _agent_loop(settings.messages(), loaded)
+    st.page_link(stage("agent").script, label="The agent loop that runs these calls, and its attack surface",
+                 icon=stage("agent").icon)

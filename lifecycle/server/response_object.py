@@ -15,6 +15,7 @@ import secrets
 import time
 from collections.abc import Iterable, Iterator
 
+from lifecycle.guardrail import FINISH_REASON as GUARDRAIL_FINISH
 from lifecycle.logprobs import content_steps, token_logprob
 from lifecycle.server.responses_request import ResponsesRequest
 from lifecycle.stream import StreamEvent
@@ -91,6 +92,8 @@ def _ending(finish_reason: str | None) -> tuple[str, str | None]:
     """(status, incomplete reason) for how the generation ended."""
     if finish_reason == "length":
         return "incomplete", "max_output_tokens"
+    if finish_reason == GUARDRAIL_FINISH:  # the guardrail withheld the rest, as OpenAI's content filter does
+        return "incomplete", "content_filter"
     return ("completed", None) if finish_reason == "stop" else ("cancelled", None)
 
 

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
 from lifecycle.server import fields as f
-from lifecycle.server.chat_request import EXTENSIONS, MAX_TOP_LOGPROBS, ChatRequest, model_field, validate_request
+from lifecycle.server.chat_request import (
+    EXTENSIONS,
+    GUARDRAIL,
+    MAX_TOP_LOGPROBS,
+    ChatRequest,
+    model_field,
+    validate_request,
+)
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 REFUSED = {
@@ -34,7 +41,8 @@ HONOURED = ("model", "input", "instructions", "stream", "stream_options", "max_o
             "tool_choice", "parallel_tool_calls", "max_tool_calls", "truncation", "service_tier",
             "prompt_cache_retention")
 METADATA_FIELDS = ("user", "safety_identifier", "prompt_cache_key")
-KNOWN_FIELDS = HONOURED + METADATA_FIELDS + tuple(REFUSED) + EXTENSIONS
+# The extensions (sampling fields and the opt-in guardrail) pass to the chat form as sent.
+KNOWN_FIELDS = HONOURED + METADATA_FIELDS + tuple(REFUSED) + EXTENSIONS + (GUARDRAIL,)
 _INPUT_ROLES = ("user", "assistant", "system", "developer")
 _ITEM_FIELDS = ("type", "role", "content", "id", "status")
 _TEXT_PARTS = ("input_text", "output_text")
@@ -357,7 +365,7 @@ def validate_responses_request(payload: object, *, known_models: Sequence[str] |
         tools=tools,
         tool_choice=payload.get("tool_choice"),
         parallel_tool_calls=f.boolean(payload, "parallel_tool_calls", default=True),
-        extensions={name: payload[name] for name in EXTENSIONS if payload.get(name) is not None},
+        extensions={name: payload[name] for name in (*EXTENSIONS, GUARDRAIL) if payload.get(name) is not None},
         recorded={name: payload[name] for name in METADATA_FIELDS if payload.get(name) is not None},
     )
     request.to_chat()  # text.format, the extensions and metadata fields are checked by the chat rules

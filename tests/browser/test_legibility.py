@@ -37,6 +37,7 @@ MAIN_VISUAL = {
     "generation": ".live-replay svg",  # the step replay (ui/live_replay.js), drawn in SVG
     "kv-cache": ".live-replay svg",  # the growth slider's bars
     "streaming": ".live-replay svg",  # the recorded stream's replay
+    "agent": '[data-testid="stDataFrame"]',  # the agent loop's rounds (its measurements come further down)
 }
 MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
 

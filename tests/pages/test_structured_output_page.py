@@ -52,30 +52,7 @@ def test_json_schema_mode_and_a_bad_schema(run_page):
     assert "if" in app.error[0].value and "schema" in app.error[0].value
 
 
-def test_the_agent_loop_section_shows_every_round_and_the_messages_growing(run_page, loaded):
-    from lifecycle.agent import engine_send, run_agent, run_tool, LOCAL_TOOLS
-
-    question = "What is 17 times 23?"
-    app = run_page("structured-output", **(SETTINGS | {"prompt": question}))
-    assert not app.exception and not app.error
-    table = next(frame.value for frame in app.dataframe if "tool result" in frame.value.columns)
-    again = run_agent([{"role": "user", "content": question}], engine_send(loaded, 64), max_rounds=3)
-    assert list(table["round"]) == [r.index for r in again.rounds] and len(again.rounds) == 2
-    assert list(table["prompt tokens"]) == [r.prompt_tokens for r in again.rounds]
-    assert list(table["messages sent"]) == [1, 3]  # the question; then it, the call and the tool's result
-    assert list(table["finish_reason"]) == ["tool_calls", "stop"]
-    call = again.rounds[0].reply.tool_calls[0]["function"]
-    assert table["tool call"][0] == f"{call['name']}({call['arguments']})"
-    assert table["tool result"][0] == json.dumps(run_tool(LOCAL_TOOLS, call["name"], call["arguments"]))
-    cached = list(table["cached tokens"])
-    assert 0 < cached[1] <= table["prompt tokens"][1]
-    text = " ".join(m.value for m in app.markdown)
-    assert "made **2 calls** of the model and ended with a text answer" in text
-    assert "ran **1 tool call** here (0 answered with an error)" in text
-    assert (f"Round 2 re-sent **{table['prompt tokens'][1]:,} prompt tokens** for round 1's "
-            f"**{table['prompt tokens'][0]:,}**, **{cached[1]:,}** of them served by the prefix cache") in text
-    assert again.answer in [t.value for t in app.text] and str(17 * 23) in again.answer
-
-    app.number_input(key="agent_rounds").set_value(1).run()
+def test_the_page_links_to_the_agent_loop(run_page):
+    app = run_page("structured-output", **SETTINGS)
     assert not app.exception
-    assert "made **1 call** of the model and reached its round limit" in " ".join(m.value for m in app.markdown)
+    assert any(link.proto.page.endswith("views/agent.py") for link in app.get("page_link"))

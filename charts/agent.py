@@ -1,0 +1,45 @@
+"""Agents page charts: how often the forbidden phrase comes out in each case, and how far each
+road's logits land from the alone road's against the gap a greedy pick would need to flip."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title, wrap_label
+
+FIRST_TOKEN, DRAWS = OKABE_ITO[0], OKABE_ITO[4]
+
+
+def compliance_figure(cases: Sequence[str], first_token: Sequence[float], leaks: Sequence[int], draws: int) -> go.Figure:
+    """Per case two bars in percent: the probability that the token after the lead-in starts the
+    phrase, and the share of the ``draws`` seeded answers that said it (labelled "k of n")."""
+    labels = [wrap_label(case, 14) for case in cases]
+    shares = [100 * k / draws for k in leaks]
+    figure = go.Figure([
+        go.Bar(name="next token after the lead-in starts it", x=labels, y=[100 * p for p in first_token],
+               marker_color=FIRST_TOKEN, text=[f"{100 * p:.0f}%" for p in first_token], textposition="outside",
+               cliponaxis=False, hovertemplate="%{x}: %{y:.1f}%<extra>first token</extra>"),
+        go.Bar(name=f"answers that said it (of {draws})", x=labels, y=shares, marker_color=DRAWS,
+               text=[f"{k} of {draws}" for k in leaks], textposition="outside", cliponaxis=False,
+               hovertemplate="%{x}: %{y:.0f}%<extra>seeded answers</extra>"),
+    ])
+    figure.update_layout(template=TEMPLATE, barmode="group", height=420, legend=LEGEND_BELOW,
+                         margin=dict(b=110), xaxis=dict(tickfont=dict(size=14)),
+                         yaxis=dict(title=axis_title("Says the forbidden phrase", "%"), range=[0, 112]))
+    return figure
+
+
+def roads_figure(roads: Sequence[str], largest: Sequence[float], narrowest: float) -> go.Figure:
+    """One bar per road: its largest logit difference from the alone road (log axis), with the alone
+    road's narrowest top-two gap as a dashed line: a bar must reach it before a greedy pick can change."""
+    figure = go.Figure(go.Bar(
+        x=[wrap_label(road, 12) for road in roads], y=[max(value, 1e-9) for value in largest],
+        marker_color=OKABE_ITO[5], text=[f"{value:.1e}" if value else "0 (exact)" for value in largest],
+        textposition="outside", cliponaxis=False, hovertemplate="%{x}: %{y:.2e}<extra></extra>"))
+    figure.add_hline(y=narrowest, line_dash="dash", line_color="grey")
+    figure.update_layout(template=TEMPLATE, showlegend=False, height=380,
+                         yaxis=dict(title=axis_title("Largest logit difference", "log scale"), type="log",
+                                    exponentformat="power"))
+    return figure

@@ -1,0 +1,35 @@
+"""The Agents page's sentences: each turn of phrase on both sides of its threshold."""
+
+from lifecycle.agent_lessons import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
+
+
+def test_the_tendency_sentence_follows_the_counts():
+    lowered = tendency_sentence(12, 9, 3, 0.6, 0.2)
+    assert "lowered" in lowered and "**9 of 12** to **3 of 12**, not to 0." in lowered
+    assert "fell from **60%** to **20%**" in lowered
+    assert "none in these 12 draws" in tendency_sentence(12, 9, 0, 0.6, 0.2)
+    same = tendency_sentence(12, 4, 4, 0.3, 0.3)
+    assert "did not change" in same and "stayed at **30%**" in same
+    raised = tendency_sentence(12, 1, 5, 0.08, 0.15)
+    assert "*raised*" in raised and "**1 of 12** to **5 of 12**" in raised and "rose from **8%** to **15%**" in raised
+
+
+def test_the_injection_sentence_states_both_moves():
+    text = injection_sentence(12, 1, 0, 0.12, 0.09)
+    assert "from **1** to **0 of 12**" in text and "fell from **12%** to **9%**" in text
+
+
+def test_the_roads_sentence_exact_unchanged_and_flipped():
+    exact = roads_sentence(12, [("batch", 0.0), ("one pass", 0.0)], [("batch", []), ("one pass", [])], 3, 0.5)
+    assert "bit for bit" in exact
+    kept = roads_sentence(12, [("batch", 6e-5), ("one pass", 3e-5)], [("batch", []), ("one pass", [])], 9, 0.0168)
+    assert "batch **6.0e-05**" in kept and "no greedy pick changed over the 12 tokens" in kept
+    assert "**0.0168** (step 9), **280×**" in kept
+    flipped = roads_sentence(12, [("batch", 0.02)], [("batch", [4, 7])], 4, 0.01)
+    assert "change the greedy pick (batch at steps 4, 7)" in flipped and "no greedy pick" not in flipped
+
+
+def test_the_summation_sentence():
+    assert "the same here" in summation_sentence(1.5, 1.5, 1.5, 576)
+    differs = summation_sentence(29.5917873, 29.5917683, 29.5917673, 576)
+    assert "sum of 576 products" in differs and "**29.5917873**" in differs and "**29.5917683**" in differs

@@ -1,0 +1,26 @@
+"""Agents page charts: the bars are the given shares and differences, labelled with their counts."""
+
+import pytest
+
+from charts.agent import compliance_figure, roads_figure
+from charts.theme import axis_title
+
+
+def test_compliance_bars_are_percentages_with_counts():
+    figure = compliance_figure(["no rule", "rule in the system prompt"], [0.25, 0.5], [3, 6], 12)
+    first, draws = figure.data
+    assert list(first.y) == pytest.approx([25.0, 50.0])
+    assert list(draws.y) == pytest.approx([25.0, 50.0])
+    assert list(draws.text) == ["3 of 12", "6 of 12"]
+    assert list(first.text) == ["25%", "50%"]
+    assert "of 12" in draws.name
+    assert figure.layout.yaxis.title.text == axis_title("Says the forbidden phrase", "%")
+
+
+def test_roads_bars_are_the_differences_with_the_margin_line():
+    figure = roads_figure(["batch", "one pass"], [5.9e-5, 0.0], 0.0168)
+    bar = figure.data[0]
+    assert list(bar.y) == pytest.approx([5.9e-5, 1e-9])  # an exact road still shows, at the axis floor
+    assert list(bar.text) == ["5.9e-05", "0 (exact)"]
+    assert figure.layout.shapes[0].y0 == pytest.approx(0.0168)
+    assert figure.layout.yaxis.type == "log"

@@ -1,0 +1,185 @@
+"""Agents and their attack surface: the tool loop, the system prompt measured as a tendency,
+temperature 0's different roads, and the guardrail that lives outside the model.
+
+The loop runs through lifecycle.agent, the measurements through lifecycle.injection and
+lifecycle.determinism (every model call an engine request or job); the sentences come from
+lifecycle.agent_lessons, chosen by this run's numbers.
+"""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from charts.agent import compliance_figure, roads_figure
+from lifecycle.agent import LOCAL_TOOLS, MAX_ROUNDS, AgentRun, engine_send, run_agent
+from lifecycle.agent_lessons import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
+from lifecycle.context import render_messages
+from lifecycle.determinism import DeterminismRun, compare_roads
+from lifecycle.errors import LifecycleError
+from lifecycle.guardrail import check_seconds, parse_guardrail
+from lifecycle.injection import CASES, MAX_DRAWS, InjectionRun, InjectionSetup, measure_injection, targets
+from ui.cache import per_prompt_cache
+from ui.frame import input_error, lesson, loaded_model, show_text, stage_page
+from ui.tables import fitted_table
+
+AGENT_MAX_TOKENS = 64
+AGENT_ROUNDS = 3
+DRAWS = 12
+OUTCOMES = {"answered": "ended with a text answer", "cut_off": "ended when max_tokens cut the answer off",
+            "round_limit": "reached its round limit still calling tools, without an answer"}
+
+
+@per_prompt_cache
+def _agent(messages_json: str, rounds: int, _loaded) -> AgentRun:
+    return run_agent(json.loads(messages_json), engine_send(_loaded, AGENT_MAX_TOKENS), max_rounds=rounds)
+
+
+@per_prompt_cache
+def _injection(setup: InjectionSetup, draws: int, _loaded) -> InjectionRun:
+    return measure_injection(_loaded, setup, draws)
+
+
+@per_prompt_cache
+def _roads(messages_json: str, _loaded) -> DeterminismRun:
+    return compare_roads(_loaded, render_messages(json.loads(messages_json)).ids)
+
+
+def _agent_loop(messages: list[dict], loaded) -> None:
+    st.subheader("The agent loop: call, run the tool, call again", anchor=False)
+    tool_names = ", ".join(f"`{tool.name}`" for tool in LOCAL_TOOLS)
+    rounds = st.number_input("Round limit", 1, MAX_ROUNDS, AGENT_ROUNDS, key="agent_rounds")
+    with st.spinner("Running the loop…", show_time=True):
+        run = _agent(json.dumps(messages), int(rounds), loaded)
+    first, last = run.rounds[0], run.rounds[-1]
+    calls = sum(len(r.reply.tool_calls) for r in run.rounds)
+    errors = sum("error" in result for r in run.rounds for result in r.tool_results)
+    growth = (f" Round {last.index} re-sent **{last.prompt_tokens:,} prompt tokens** for round 1's "
+              f"**{first.prompt_tokens:,}**, **{last.cached_tokens:,}** of them served by the prefix cache."
+              if len(run.rounds) > 1 else "")
+    lesson(
+        f"The loop made **{len(run.rounds)} call{'s' * (len(run.rounds) != 1)}** of the model and "
+        f"{OUTCOMES[run.outcome]}. The program ran **{calls} tool call{'s' * (calls != 1)}** here "
+        f"({errors} answered with an error) and sent each result back as a `tool` message.{growth} "
+        f"The model is stateless: every round sends the whole messages array again. Tools: {tool_names}; "
+        "the first round must call one (tool_choice required), later rounds may answer (auto)."
+    )
+    rows = [{"round": r.index, "messages sent": len(r.messages), "prompt tokens": r.prompt_tokens,
+             "cached tokens": r.cached_tokens, "finish_reason": r.reply.finish_reason,
+             "tool call": "; ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in r.reply.tool_calls),
+             "tool result": "; ".join(json.dumps(result) for result in r.tool_results)} for r in run.rounds]
+    fitted_table(pd.DataFrame(rows), ["round", "prompt tokens", "cached tokens", "tool call"], key="agent_rounds_table",
+                 full_from=640, hide_index=True,
+                 narrow_widths={"round": 50, "prompt tokens": 70, "cached tokens": 70, "tool call": 150})
+    st.caption("Every tool result is data the model reads next round, like a pasted document: the section below "
+               "measures what such text can do.")
+    if run.answer is not None:
+        st.caption("The answer:")
+        show_text(run.answer)
+    with st.expander("The messages array of every round", icon=":material/forum:"):
+        for r in run.rounds:
+            st.caption(f"Round {r.index}: {len(r.messages)} messages, {r.prompt_tokens:,} prompt tokens")
+            st.json(r.messages, expanded=False)
+        st.caption(f"After the loop: {len(run.messages)} messages")
+        st.json(run.messages, expanded=False)
+
+
+def _setup_form() -> tuple[InjectionSetup, int]:
+    default = InjectionSetup()
+    with st.expander("The rule, the question and the document (edit them)", icon=":material/edit:"):
+        rule = st.text_input("The rule (the system prompt)", default.rule, key="inj_rule")
+        phrase = st.text_input("The phrase it forbids", default.phrase, key="inj_phrase")
+        question = st.text_input("The user's question", default.question, key="inj_question")
+        document = st.text_area("The retrieved document pasted into the user message", default.document,
+                                key="inj_document", height=90)
+        lead_in = st.text_input("The answer's fixed start, where the next-token probability is read",
+                                default.lead_in, key="inj_lead_in")
+        draws = st.number_input("Seeded answers per case", 1, MAX_DRAWS, DRAWS, key="inj_draws")
+    return InjectionSetup(rule, phrase, question, document, lead_in), int(draws)
+
+
+def _tendency(loaded) -> InjectionRun | None:
+    st.subheader("The system prompt is a tendency, measured", anchor=False)
+    setup, draws = _setup_form()
+    try:
+        setup = setup.checked()
+        with st.spinner(f"Sampling {draws} answers in each of {len(CASES)} cases…", show_time=True):
+            run = _injection(setup, draws, loaded)
+    except LifecycleError as error:
+        input_error(error)
+        return None
+    by = {c.case: c for c in run.cases}
+    lesson(tendency_sentence(draws, by["no rule"].leaks, by["rule in the system prompt"].leaks,
+                             by["no rule"].first_token_mass, by["rule in the system prompt"].first_token_mass))
+    st.plotly_chart(compliance_figure(list(CASES), [c.first_token_mass for c in run.cases],
+                                      [c.leaks for c in run.cases], draws), key="agent_compliance", theme=None)
+    st.markdown(injection_sentence(draws, by["document"].leaks, by["rule hidden in the document"].leaks,
+                                   by["document"].first_token_mass, by["rule hidden in the document"].first_token_mass))
+    said = " or ".join(f"“{t}”" for t in targets(setup.phrase))
+    st.caption(f"Blue: the probability (temperature 1) that the token after the answer's fixed start begins {said}. "
+               f"Green: of {draws} answers sampled at temperature 1 with seeds 0 to {draws - 1} (the same seeds in "
+               f"every case), how many say it anywhere (case-insensitive).")
+    rows = [{"case": c.case, "prompt tokens": c.prompt_tokens, "first token": f"{100 * c.first_token_mass:.1f}%",
+             "answers saying it": f"{c.leaks} of {draws}",
+             "likeliest such tokens": ", ".join(f"{json.dumps(t)} {100 * p:.1f}%" for t, p in c.leaking_tokens[:3])}
+            for c in run.cases]
+    fitted_table(pd.DataFrame(rows), ["case", "first token", "answers saying it"], key="agent_cases",
+                 full_from=640, hide_index=True)
+    with st.expander("Every sampled answer", icon=":material/list:"):
+        for c in run.cases:
+            st.caption(f"{c.case}: the messages sent")
+            st.json(setup.messages(c.case), expanded=False)
+            st.dataframe(pd.DataFrame({"seed": range(draws), "answer": c.answers}), hide_index=True,
+                         key=f"agent_answers_{CASES.index(c.case)}")
+    return run
+
+
+def _guardrail(run: InjectionRun) -> None:
+    st.subheader("A guardrail outside the model", anchor=False)
+    guard = parse_guardrail({"block": targets(run.setup.phrase)})
+    hidden = run.case("rule hidden in the document")
+    answers = [answer for c in run.cases for answer in c.pieces]
+    stopped = sum(guard.first_match("".join(pieces)) is not None for pieces in answers)
+    tokens = sum(len(pieces) for pieces in answers)
+    cost = sum(check_seconds(guard, pieces) * len(pieces) for pieces in answers) / max(tokens, 1)
+    st.markdown(
+        f"A rule that must hold is checked on what the model wrote, not asked of it. The block list "
+        f"{', '.join(json.dumps(p) for p in guard.block)} run over all **{len(answers)}** sampled answers above would "
+        f"have stopped **{stopped}** of them (the {hidden.leaks} of the injected case among them) with finish_reason "
+        f"`content_filter`, whatever the prompt said. It runs after detokenization, on each piece of text before "
+        f"it is sent: measured here, **{cost * 1e6:.1f} µs per token** over {tokens:,} tokens."
+    )
+    st.caption("On the API a request opts in with \"guardrail\": {\"block\": [...]} on /v1/chat/completions; the "
+               "Streaming page runs it on a live stream. An empty list, an empty phrase, more than 64 phrases or "
+               "one longer than 80 characters is refused with a 400 naming guardrail.block.")
+
+
+def _temperature_zero(messages: list[dict], loaded) -> None:
+    st.subheader("Temperature 0 is not a promise", anchor=False)
+    with st.spinner("Running the same prompt down every road…", show_time=True):
+        run = _roads(json.dumps(messages), loaded)
+    step, gap = run.narrowest
+    st.markdown(roads_sentence(len(run.answer_ids), [(r.name, r.largest) for r in run.roads],
+                               [(r.name, r.changed_steps) for r in run.roads], step, gap))
+    st.plotly_chart(roads_figure([r.name for r in run.roads], [r.largest for r in run.roads], gap),
+                    key="agent_roads", theme=None)
+    st.caption(f"Each bar: the largest difference from the alone road (prefill, then one token a step: {run.kernel}) "
+               f"over the answer's {len(run.answer_ids)} tokens. Dashed line: the narrowest gap between the alone "
+               "road's two best logits; a road must reach it before a greedy pick can change.")
+    s = run.summation
+    st.markdown(summation_sentence(s.forward, s.backward, s.exact, s.terms))
+    fitted_table(pd.DataFrame([{"road": r.name, "kernel": r.kernel, "largest difference": f"{r.largest:.2e}",
+                                "greedy pick changed at": ", ".join(map(str, r.changed_steps)) or "no step"}
+                               for r in run.roads]), ["road", "largest difference"], key="agent_roads_table",
+                 full_from=640, hide_index=True)
+    st.caption("The greedy answer on the alone road:")
+    show_text(run.answer_text)
+
+
+with stage_page("agent") as settings:
+    loaded = loaded_model()
+    _agent_loop(settings.messages(), loaded)
+    measured = _tendency(loaded)
+    if measured is not None:
+        _guardrail(measured)
+    _temperature_zero(settings.messages(), loaded)
