@@ -34,7 +34,7 @@ def test_the_engine_built_from_the_tree_computes_the_models_logits(reference):
     assert torch.equal(from_tree, from_model)
     with torch.inference_mode():
         hf = reference(torch.tensor([IDS])).logits[0, -1]
-    assert torch.allclose(from_tree, hf, atol=1e-4, rtol=0)
+    assert torch.allclose(from_tree, hf, atol=1e-4 * float(hf.abs().max()), rtol=0)  # other kernels, fp32 rounding
 
 
 def test_the_hugging_face_model_is_built_on_the_engines_tensors(reference):
