@@ -123,7 +123,7 @@ def end_of_sequence_ids(loaded) -> frozenset[int]:
     """Token ids that end a generation: the tokenizer's and generation config's EOS, plus the end-of-text markers."""
     tokenizer = loaded.tokenizer
     ids = {loaded.eos_token_id}
-    configured = getattr(getattr(loaded.model, "generation_config", None), "eos_token_id", None)
+    configured = loaded.generation_eos
     ids |= set(configured) if isinstance(configured, (list, tuple)) else {configured}
     # One look-up per marker: building the whole vocabulary (get_vocab) took ~90 ms of every request's TTFT.
     for marker in END_OF_TEXT_TOKENS:

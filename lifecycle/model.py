@@ -45,18 +45,42 @@ class LoadedModel:
     ``lock`` serialises use of the model (one forward pass at a time) and is taken only by the
     engine (lifecycle.engine), the one place that runs the model; ``tokenizer_lock``
     serialises the Rust fast tokenizer, which raises "Already borrowed" when two threads use it.
+
+    The default model's fp32 copy is read without transformers' modeling code (``checkpoint``, a
+    module tree the engine starts from); ``model``, the Hugging Face model the inspection passes
+    hook, is then built on first use, on the same tensors (``lifecycle.engine.checkpoint``).
     """
 
     name: str
-    model: object
+    hf_model: object | None  # the Hugging Face model once built (see ``model``)
     tokenizer: object
+    config: object  # the model's config: sizes, heads, window
     context_window: int
     source: str
     load_seconds: float
     from_cache: bool
     warning: str | None = None  # something the operator should know (e.g. no writable cache)
+    checkpoint: object | None = None  # the module tree read without transformers, if it was
+    generation_eos: object = None  # the generation config's eos_token_id (an id or a list)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     tokenizer_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    build_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def model(self) -> object:
+        """The Hugging Face model, built from ``checkpoint`` on first use where it was not loaded."""
+        if self.hf_model is None:
+            from lifecycle.engine.checkpoint import hugging_face_model
+
+            with self.build_lock:
+                if self.hf_model is None:
+                    self.hf_model = hugging_face_model(self.checkpoint, Path(self.source))
+        return self.hf_model
+
+    def modules(self) -> object:
+        """What the engine fuses: the Hugging Face model once it exists, else the checkpoint's tree
+        (callers hold ``build_lock``, so the two never fuse apart)."""
+        return self.hf_model if self.hf_model is not None else self.checkpoint
 
     @property
     def eos_token_id(self) -> int:
@@ -64,20 +88,24 @@ class LoadedModel:
 
     @property
     def vocab_size(self) -> int:
-        return int(self.model.config.vocab_size)
+        return int(self.config.vocab_size)
 
     @property
     def num_layers(self) -> int:
-        return int(self.model.config.num_hidden_layers)
+        return int(self.config.num_hidden_layers)
 
     @property
     def num_heads(self) -> int:
-        return int(self.model.config.num_attention_heads)
+        return int(self.config.num_attention_heads)
 
     @property
     def parameter_count(self) -> int:
         """Distinct weights (tied input and output embeddings counted once)."""
-        return sum(p.numel() for p in self.model.parameters())
+        if self.hf_model is None:
+            from lifecycle.engine.checkpoint import parameters
+
+            return sum(p.numel() for p in parameters(self.checkpoint))
+        return sum(p.numel() for p in self.hf_model.parameters())
 
 
 def model_name() -> str:
@@ -224,22 +252,39 @@ def _load_from(source: str) -> tuple[object, object]:
     return model, tokenizer
 
 
-def _load_default(directory: Path) -> tuple[tuple[object, object], bool, str | None]:
+def _read_copy(directory: Path) -> tuple[object | None, object | None, object]:
+    """(Hugging Face model, checkpoint tree, tokenizer) of the app's fp32 copy, one of the first two
+    None: the tree (no transformers modeling code, ~2.5 s less on 2 cores) whenever
+    ``lifecycle.engine.checkpoint`` reads this config, else the model as transformers loads it. The
+    tokenizer class is named rather than found by ``AutoTokenizer``, which imports the model's config
+    class and with it ``torch.distributed.tensor`` (~1.7 s)."""
+    from lifecycle.engine.checkpoint import read_checkpoint
+
+    tree = read_checkpoint(directory)
+    if tree is None:
+        model, tokenizer = _load_from(str(directory))
+        return model, None, tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    return None, tree, PreTrainedTokenizerFast.from_pretrained(str(directory))
+
+
+def _load_default(directory: Path) -> tuple[tuple[object | None, object | None, object], bool, str | None]:
     """The bundled model from its fp32 copy, converting the GGUF first when the copy is missing or
     damaged. The copy's hashes are checked while it loads (hashing 0.5 GB takes ~0.4 s), and a
     copy that fails the check is rebuilt and loaded again, never used. Where no copy can be written
     (a read-only ``LIFECYCLE_CACHE_DIR``) the GGUF is used from memory, with a warning. Returns
-    (model, tokenizer), whether the existing copy was used, and that warning (or None)."""
+    ``_read_copy``'s parts, whether the existing copy was used, and that warning (or None)."""
     if (directory / MANIFEST).is_file():
         with ThreadPoolExecutor(max_workers=1) as pool:
             check = pool.submit(cache_is_valid, directory)
             try:
-                loaded = _load_from(str(directory))
+                parts = _read_copy(directory)
             except Exception:  # noqa: BLE001 - a damaged copy can fail in many ways; the check decides
-                loaded = None
-            if check.result() and loaded is not None:
-                return loaded, True, None
-    in_memory = _load_gguf()
+                parts = None
+            if check.result() and parts is not None:
+                return parts, True, None
+    model, tokenizer = in_memory = _load_gguf()
     try:
         convert_gguf_to_cache(directory, in_memory)
     except OSError as error:
@@ -247,8 +292,8 @@ def _load_default(directory: Path) -> tuple[tuple[object, object], bool, str | N
                    f"{error.strerror or error}), so every start converts the GGUF again (~20 s). "
                    "Point LIFECYCLE_CACHE_DIR at a writable folder.")
         _log.warning(warning)
-        return in_memory, False, warning
-    return _load_from(str(directory)), False, None
+        return (model, None, tokenizer), False, warning
+    return _read_copy(directory), False, None
 
 
 def load_model() -> LoadedModel:
@@ -260,28 +305,44 @@ def load_model() -> LoadedModel:
     if name == DEFAULT_MODEL:
         directory = default_cache_dir()
         source = str(directory)
-        (model, tokenizer), from_cache, warning = _load_default(directory)
+        (model, checkpoint, tokenizer), from_cache, warning = _load_default(directory)
         if warning is not None:
             source = str(gguf_path())
     else:
-        source, from_cache, warning = name, False, None
+        source, from_cache, warning, checkpoint = name, False, None, None
         try:
             model, tokenizer = _load_from(source)
         except OSError as error:
             raise ModelLoadError(f"Could not load model {name!r}: {error}") from error
+    config = model.config if model is not None else checkpoint.config
+    if model is not None:
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    else:
+        eos = _generation_config(Path(source)).get("eos_token_id")
     loaded = LoadedModel(
         name=name,
-        model=model,
+        hf_model=model,
         tokenizer=tokenizer,
-        context_window=int(model.config.max_position_embeddings),
+        config=config,
+        context_window=int(config.max_position_embeddings),
         source=source,
         load_seconds=0.0,
         from_cache=from_cache,
         warning=warning,
+        checkpoint=checkpoint,
+        generation_eos=eos,
     )
     token_bytes(loaded)  # the vocabulary's byte table (~0.1 s), built now rather than inside a timed stage
     loaded.load_seconds = time.perf_counter() - started
     return loaded
+
+
+def _generation_config(directory: Path) -> dict:
+    """``generation_config.json`` of a copy (empty when it has none)."""
+    try:
+        return json.loads((directory / "generation_config.json").read_text())
+    except FileNotFoundError:
+        return {}
 
 
 _shared: LoadedModel | None = None

@@ -10,6 +10,7 @@ generated so far). Finished calls live in the SQLite call log.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -21,6 +22,8 @@ from lifecycle.context import shared_head
 from lifecycle.engine import engine_problem, origin, shared_engine
 from lifecycle.engine.scheduler import DEFAULT_QUEUE_CAPACITY
 from lifecycle.model import LoadedModel, is_loaded, model_name, shared_model
+
+_log = logging.getLogger(__name__)
 
 
 class QueueFull(Exception):
@@ -162,4 +165,11 @@ def _load() -> None:
         _status = ModelStatus("ready", loaded.name, load_seconds=loaded.load_seconds)
     except Exception as error:  # any failure must show up in /health, not kill a thread silently
         _status = ModelStatus("failed", model_name(), error=f"{type(error).__name__}: {error}")
+        return
+    # The API is served now; the Hugging Face model the pages' inspection passes hook is built next,
+    # on the engine's tensors, before the first visitor needs it (a page that comes first waits for it).
+    try:
+        _ = loaded.model
+    except Exception:  # noqa: BLE001 - the page that needs it raises the same error, with its message
+        _log.exception("the Hugging Face model could not be built")
 

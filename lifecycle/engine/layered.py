@@ -17,13 +17,15 @@ import time
 from collections.abc import Generator, Sequence
 
 import torch
-from transformers.masking_utils import create_causal_mask
 
 Slices = Generator[None, None, torch.Tensor]
 
 
 def layered_forward(model, ids: Sequence[int], logits_to_keep: int = 1) -> Slices:
     """Yield between layers; return the logits of the last ``logits_to_keep`` positions, (1, k, vocab)."""
+    # Imported here: transformers' masking module pulls in torch._dynamo (~1 s), which the app's start does not need.
+    from transformers.masking_utils import create_causal_mask
+
     inner = model.model
     config = inner.config
     with torch.inference_mode():

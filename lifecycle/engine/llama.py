@@ -11,15 +11,17 @@ it: at one to a few tokens a step (decoding) MKL's sgemm, behind ``F.linear``, r
 at about half the speed on this machine's CPU (measured: the model's products for one token took
 39 ms with oneDNN against 60 ms, for two tokens 41 against 116 ms).
 
-For one token a step, the compiled ``gemv.c`` reads each matrix as the 4-bit or 8-bit codes it was
-shipped as (``packing.py``), about a fifth of the fp32 bytes, with results equal to its fp32
-product bit for bit; longer steps (prefill chunks, several requests) read the fp32 weights, where
-oneDNN's matrix products are the faster road.
+For one token a step, each matrix runs the kernel measured fastest for it on this machine when
+the stack is built (``kernel_choice.py``): the compiled ``gemv.c`` over the 4-bit or 8-bit codes
+the matrix was shipped as (``packing.py``, about a fifth of the fp32 bytes, results equal to its
+fp32 product bit for bit), ``gemv.c`` over fp32, or oneDNN; longer steps (prefill chunks, several
+requests) read the fp32 weights, where oneDNN's matrix products are the faster road.
 
-The query/key/value and gate/up projections are fused into one matrix each, and the Hugging Face
-modules' parameters are re-pointed to views of those fused matrices, so the weights exist once
-in memory and the Hugging Face model (used for the inspection passes) still computes with them.
-Every fact (sizes, heads, RoPE, norm epsilon, tied head) comes from the loaded model and config.
+The query/key/value and gate/up projections are fused into one matrix each, and the modules'
+parameters are re-pointed to views of those fused matrices, so the weights exist once in memory
+and the Hugging Face model (used for the inspection passes) still computes with them. ``model``
+is a Hugging Face model or the same tree read without transformers (``checkpoint.py``). Every
+fact (sizes, heads, RoPE, norm epsilon, tied head) comes from the loaded model and config.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from lifecycle.engine.kernel_choice import Candidate, KernelChoice, choose_kernels, describe
 from lifecycle.engine.native import compiled_gemv
 from lifecycle.engine.packed_store import packed_matrices
 from lifecycle.engine.packing import Packed
@@ -120,8 +123,18 @@ class LlamaStack:
         self.blocks = [_fuse_block(layer) for layer in inner.layers]
         gemv = compiled_gemv(cache_root() / "kernels")
         self.packed = self._packed(packed_store, weights_sha256) if gemv is not None and gemv.reads_packed else {}
-        self.linear = matrix_product(gemv, self.packed)
-        self.kernels = _kernels(gemv is not None, len(self.packed), len(self.matrices()), _onednn_linear() is not None)
+        onednn = _onednn_linear()  # probed once: for batched steps and as a one-token candidate
+        batched_name, batched = ("oneDNN", onednn) if onednn is not None else ("PyTorch's F.linear", F.linear)
+        if gemv is None:
+            self.choice = None
+            self.linear = batched
+            self.kernels = f"every step's matrix products: {batched_name} (no compiled gemv.c here)"
+        else:
+            candidates = [Candidate("gemv.c packed", gemv, packed=True)] if self.packed else []
+            candidates += [Candidate("gemv.c fp32", gemv, contiguous_only=True), Candidate(batched_name, batched)]
+            self.choice = choose_kernels(self.matrices(), self.packed, candidates)
+            self.linear = matrix_product(self.choice, batched)
+            self.kernels = describe(self.choice, batched_name)
 
     def matrices(self) -> list[torch.Tensor]:
         """Every weight matrix a decode step reads, the output head last."""
@@ -135,9 +148,10 @@ class LlamaStack:
         return {id(m): p for m, p in zip(matrices, found) if p is not None}
 
     def weight_bytes(self) -> int:
-        """Bytes of weights one decode step reads: every matrix once, packed where it was packed."""
-        return sum(self.packed[id(m)].nbytes if id(m) in self.packed else m.numel() * m.element_size()
-                   for m in self.matrices())
+        """Bytes of weights one decode step reads: every matrix once, as the codes or the fp32
+        weights its one-token kernel reads."""
+        chosen = self.choice.by_matrix if self.choice is not None else {}
+        return sum(_nbytes(chosen[id(m)][1]) if id(m) in chosen else _nbytes(m) for m in self.matrices())
 
     def cache_bytes(self, capacity: int) -> int:
         """Bytes of the keys and values of ``capacity`` positions (fp32)."""
@@ -316,31 +330,23 @@ def _fuse_block(layer) -> _Block:
 Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
-def matrix_product(vector: Linear | None = None, packed: dict[int, Packed] | None = None) -> Linear:
-    """``x @ weight.T + bias`` for a [T, in] ``x``: ``vector`` (a compiled matrix-vector product) for one
-    row, reading ``packed[id(weight)]`` where there is one, else oneDNN's linear when this PyTorch has
-    it and it agrees with ``F.linear`` on a probe, else ``F.linear``."""
-    matrix = _onednn_linear() or F.linear
-    if vector is None:
-        return matrix
-    packed = packed or {}
+def matrix_product(choice: KernelChoice, batched: Linear) -> Linear:
+    """``x @ weight.T + bias`` for a [T, in] ``x``: for one row the kernel ``choice`` measured fastest
+    for that matrix (reading its packed codes or its fp32 weights), else ``batched``."""
+    by_matrix = choice.by_matrix
 
     def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        if x.shape[0] == 1 and x.is_contiguous() and weight.is_contiguous():
-            return vector(x, packed.get(id(weight), weight), bias)
-        return matrix(x, weight, bias)
+        chosen = by_matrix.get(id(weight)) if x.shape[0] == 1 and x.is_contiguous() else None
+        if chosen is None:
+            return batched(x, weight, bias)
+        kernel, operand, _ = chosen
+        return kernel(x, operand, bias)
 
     return linear
 
 
-def _kernels(compiled: bool, packed: int, matrices: int, onednn: bool) -> str:
-    """Which product each kind of step runs on this machine, in words (for Live calls)."""
-    batched = "oneDNN" if onednn else "PyTorch's F.linear"
-    if not compiled:
-        return f"every step's matrix products: {batched} (no compiled gemv.c here)"
-    one = (f"gemv.c over the GGUF's packed 4/8-bit codes ({packed} of {matrices} matrices)" if packed
-           else "gemv.c over fp32 weights (these weights do not pack)")
-    return f"one-token steps: {one}; batched steps and prefill: {batched}"
+def _nbytes(weight: torch.Tensor | Packed) -> int:
+    return weight.nbytes if isinstance(weight, Packed) else weight.numel() * weight.element_size()
 
 
 def _onednn_linear() -> Linear | None:

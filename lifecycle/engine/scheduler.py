@@ -685,10 +685,11 @@ def engine_problem(loaded) -> str | None:
 def build_stack(loaded) -> LlamaStack:
     """``loaded``'s fused model; its packed codes are kept beside the fp32 copy it was read from."""
     copy = verified_copy(loaded)
-    if copy is None:
-        return LlamaStack(loaded.model)
-    directory, weights_sha256 = copy
-    return LlamaStack(loaded.model, directory / STORE_FILE, weights_sha256)
+    with loaded.build_lock:
+        if copy is None:
+            return LlamaStack(loaded.modules())
+        directory, weights_sha256 = copy
+        return LlamaStack(loaded.modules(), directory / STORE_FILE, weights_sha256)
 
 
 _engines: dict[int, tuple[object, Engine]] = {}

@@ -1,0 +1,102 @@
+"""The one-token kernel of each matrix is the one measured fastest on this machine at start: the
+choice follows the measurements, never a slower kernel, and every candidate computes the same product."""
+
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lifecycle.engine import shared_engine
+from lifecycle.engine.kernel_choice import CALLS, Candidate, choose_kernels, describe, fastest_calls
+from lifecycle.engine.packing import pack
+
+
+def _kernel(name):
+    def kernel(x, weight, bias):
+        return F.linear(x, weight if isinstance(weight, torch.Tensor) else torch.zeros(weight.shape), bias)
+
+    kernel.__name__ = name
+    return kernel
+
+
+CANDIDATES = [Candidate("packed", _kernel("packed"), packed=True), Candidate("fp32", _kernel("fp32"), contiguous_only=True),
+              Candidate("blas", _kernel("blas"))]
+
+
+def _timer(table):
+    """A timer answering from ``table`` (shape -> name -> seconds) instead of a clock."""
+    def timer(calls):
+        shape = next(iter(calls.values())).args[1][0].shape  # partial(_call, candidate, group, ...)
+        return {name: table[tuple(shape)][name] for name in calls}
+
+    return timer
+
+
+@pytest.fixture(scope="module")
+def matrices(loaded):
+    stack = shared_engine(loaded).stack
+    return [stack.blocks[0].qkv, stack.blocks[1].qkv, stack.blocks[0].o, stack.blocks[0].down]
+
+
+def test_each_kind_of_matrix_gets_the_kernel_measured_fastest_for_it(matrices):
+    packed = {id(m): pack(m) for m in matrices}
+    assert all(packed.values())
+    table = {tuple(matrices[0].shape): {"packed": 3e-5, "fp32": 2e-5, "blas": 9e-5},
+             tuple(matrices[2].shape): {"packed": 1e-5, "fp32": 2e-5, "blas": 3e-5},
+             tuple(matrices[3].shape): {"packed": 5e-5, "fp32": 6e-5, "blas": 4e-5}}
+    choice = choose_kernels(matrices, packed, CANDIDATES, timer=_timer(table))
+    assert [choice.by_matrix[id(m)][2] for m in matrices] == ["fp32", "fp32", "packed", "blas"]
+    assert choice.by_matrix[id(matrices[2])][1] is packed[id(matrices[2])]  # the packed kernel reads the codes
+    assert choice.by_matrix[id(matrices[0])][1] is matrices[0]
+    assert choice.counts() == {"fp32": 2, "packed": 1, "blas": 1}
+    sentence = describe(choice, "blas")
+    assert "fp32 for 2 of 4 matrices" in sentence and "packed for 1 of 4 matrices" in sentence
+    assert "960×576 4-bit codes (×2): packed 30 µs, fp32 20 µs, blas 90 µs" in sentence
+    assert sentence.endswith("batched steps and prefill: blas")
+
+
+def test_a_slower_kernel_is_never_chosen(matrices):
+    rng = random.Random(7)
+    packed = {id(matrices[0]): pack(matrices[0])}  # the others are read as fp32 only
+    for _ in range(20):
+        table = {tuple(m.shape): {c.name: rng.uniform(1e-6, 1e-3) for c in CANDIDATES} for m in matrices}
+        choice = choose_kernels(matrices, packed, CANDIDATES, timer=_timer(table))
+        for shape in choice.shapes:
+            assert shape.seconds[shape.chosen] == min(shape.seconds.values())
+        assert "packed" not in {s.chosen for s in choice.shapes if s.packing == "fp32"}
+
+
+def test_a_kernel_that_cannot_read_a_matrix_is_not_offered_for_it(matrices):
+    columns = matrices[2][:, :288]  # not contiguous, and not packed
+    choice = choose_kernels([columns], {}, CANDIDATES, timer=lambda calls: {name: 1.0 for name in calls})
+    assert list(choice.shapes[0].seconds) == ["blas"]
+
+
+def test_every_call_of_a_measurement_reads_a_matrix_no_other_call_read(matrices):
+    """Timed on one matrix again and again, a matrix would be read from the cache, not from memory."""
+    group = [matrices[0].clone() for _ in range(2 * (CALLS + 1) + 1)]
+    seen = []
+    recording = [Candidate(c.name, lambda x, w, b: seen.append(w.data_ptr()) or x) for c in CANDIDATES[1:]]
+    choose_kernels(group, {}, recording, timer=fastest_calls)
+    assert len(seen) == len(set(seen)) <= len(group)
+
+
+def test_every_candidate_computes_the_product_and_the_engine_runs_the_chosen_one(loaded):
+    stack = shared_engine(loaded).stack
+    assert stack.choice is not None, "this machine compiles gemv.c"
+    assert stack.choice.counts() and sum(stack.choice.counts().values()) == len(stack.matrices())
+    gemv = next(kernel for kernel, _, name in stack.choice.by_matrix.values() if name.startswith("gemv.c")) \
+        if any(n.startswith("gemv.c") for n in stack.choice.counts()) else None
+    with torch.inference_mode():
+        for weight in (stack.blocks[2].qkv, stack.blocks[2].down, stack.lm_head):
+            x = torch.randn(1, weight.shape[1], generator=torch.Generator().manual_seed(weight.shape[0]))
+            expected = F.linear(x, weight)
+            tolerance = 1e-4 * float(expected.abs().max())
+            operands = [weight] + ([stack.packed[id(weight)]] if id(weight) in stack.packed else [])
+            if gemv is not None:
+                for operand in operands:
+                    assert torch.allclose(gemv(x, operand, None), expected, rtol=1e-4, atol=tolerance)
+            kernel, operand, _ = stack.choice.by_matrix[id(weight)]
+            assert torch.equal(stack.linear(x, weight, None), kernel(x, operand, None))
+    assert f"{stack.choice.measuring_seconds * 1000:.0f} ms of measuring" in stack.kernels
