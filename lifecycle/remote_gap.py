@@ -12,7 +12,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from lifecycle.generate import TokenLogprob
 from lifecycle.vocabulary import show_token
+
+LOCAL_TOP = 20  # the local tokens besides the remote's that a comparison holds (the local top is among them)
 
 # Servers round logprobs (this app's /v1 to 6 decimals, others to float32): a gap below this many
 # percentage points is rounding, not a different computation.
@@ -85,3 +90,14 @@ def first_step_gap(remote: Sequence[tuple[bytes, float]], local: Mapping[bytes, 
         remote_prompt_tokens=remote_prompt_tokens,
         local_prompt_tokens=local_prompt_tokens,
     )
+
+
+def remote_first_step_gap(first: Sequence[TokenLogprob], probs: np.ndarray, table: Sequence[bytes], *,
+                          local_prompt_tokens: int, remote_prompt_tokens: int | None) -> FirstStepGap | None:
+    """``first_step_gap`` for the remote's first step's ``top_logprobs`` and the local prefill's
+    probabilities over the vocabulary (``probs``, indexed like ``table``, the vocabulary's bytes)."""
+    ids = np.argsort(-probs, kind="stable")[:LOCAL_TOP].tolist()
+    ids += [entry.token_id for entry in first if 0 <= entry.token_id < len(probs)]
+    local = {table[i]: float(probs[i]) for i in ids}
+    return first_step_gap([(entry.token_bytes, entry.logprob) for entry in first], local,
+                          local_prompt_tokens=local_prompt_tokens, remote_prompt_tokens=remote_prompt_tokens)
