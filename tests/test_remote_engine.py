@@ -8,15 +8,19 @@ replayed by a small HTTP server; the tokens are the real local tokenizer's.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import numpy as np
 import pytest
 
 from lifecycle.engine.remote import RemoteEngine
 from lifecycle.errors import LifecycleError
+from lifecycle.forward import run_forward
+from lifecycle.sampling import next_token_distribution
 
 ANSWER = "The capital of France is Paris."
 PAYLOAD = {"model": "smollm2", "messages": [{"role": "user", "content": "What is the capital of France?"}],
@@ -98,3 +102,30 @@ def test_a_bytes_null_token_whose_text_cannot_name_its_bytes_is_refused(loaded, 
     with replaying(llama_cpp_frames(tokens + [text])) as (url, _):
         with pytest.raises(LifecycleError, match='"bytes": null'):
             list(RemoteEngine(url).generate_steps(loaded, PAYLOAD))
+
+
+def test_the_answer_names_its_remote_and_its_first_step_is_measured_against_the_local_prefill(loaded, monkeypatch):
+    """A llama.cpp-shaped stream whose logprobs are not the local model's: the answer records the remote
+    and its prompt count, and the gap against the local prefill is |remote - local| in points."""
+    from lifecycle.journey import JourneyInput, answer, prepare
+    from lifecycle.remote_gap import remote_first_step_gap
+    from lifecycle.vocabulary import token_bytes
+
+    ids, tokens = local_tokens(loaded, ANSWER)
+    prepared = prepare(JourneyInput("What is the capital of France?", max_tokens=16), loaded.name)
+    frames = llama_cpp_frames(tokens)
+    frames.append({"id": "chatcmpl-0b6f", "object": "chat.completion.chunk", "created": 1764690000, "choices": [],
+                   "usage": {"prompt_tokens": len(prepared.rendered.ids) + 4, "completion_tokens": len(ids)}})
+    with replaying(frames) as (url, _):
+        monkeypatch.setenv("LIFECYCLE_ENGINE_URL", url)
+        got = answer(prepared, loaded)
+    assert got.remote == url and got.remote_prompt_tokens == len(prepared.rendered.ids) + 4
+    probs = next_token_distribution(run_forward(loaded, prepared.rendered.ids).last_logits, str).probs
+    gap = remote_first_step_gap(got.generation.steps[0].top_logprobs, probs, token_bytes(loaded).table,
+                                local_prompt_tokens=len(prepared.rendered.ids),
+                                remote_prompt_tokens=got.remote_prompt_tokens)
+    the = loaded.tokenizer(" the", add_special_tokens=False)["input_ids"][0]
+    expected = max(abs(math.exp(-0.1) - probs[ids[0]]), abs(math.exp(-2.6) - probs[the])) * 100
+    assert gap.max_points == pytest.approx(expected, abs=1e-6) and gap.beyond_rounding
+    assert gap.local_top == token_bytes(loaded).table[int(np.argmax(probs))]
+    assert "renders another prompt" in gap.sentence()

@@ -31,9 +31,12 @@ import streamlit as st
 from lifecycle.engine import shared_engine
 from lifecycle.generate import GenerationStep
 from lifecycle.journey import Answer, Inspection, Journey, Prefill, PreparedPrompt
+from lifecycle.remote_gap import remote_first_step_gap
+from lifecycle.vocabulary import token_bytes
 from lifecycle.result_cache import Pending, shared_cache
 from lifecycle.results import JourneyResults, engine_tag, shared_results
 from ui.frame import loaded_model, show_text
+from ui.text import literal
 from ui.settings import JourneySettings
 
 POLL_SECONDS = 0.5  # 30 sessions redrawing progress share one Python process with the engine
@@ -75,7 +78,9 @@ def answered_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Answer]:
     results = journey_results()
     inp = settings.journey_input()
     prepared = results.prepared(inp)
-    return prepared, _answer(results.answer(inp), inp)
+    answer = _answer(results.answer(inp), inp)
+    _say_remote_gap(settings, prepared, answer)
+    return prepared, answer
 
 
 def finished_answer(settings: JourneySettings) -> Answer | None:
@@ -97,7 +102,24 @@ def cached_journey(settings: JourneySettings) -> Journey:
     generation = results.answer(inp)
     inspection = results.start_inspection(inp)  # once the generation has finished: it never delays it
     answer = _answer(generation, inp)  # its tokens show as they arrive, then the pass's spinner
+    _say_remote_gap(settings, prepared, answer)
     return Journey.of(prepared, _inspection(inspection), answer)
+
+
+def _say_remote_gap(settings: JourneySettings, prepared: PreparedPrompt, answer: Answer) -> None:
+    """On every page showing a remote engine's tokens: how its first step compares with the local
+    prefill the Next token and Sampling pages show (lifecycle.remote_gap), with the measured gap."""
+    steps = answer.generation.steps
+    if answer.remote is None or not steps:
+        return
+    _, prefill = prefilled_prompt(settings)
+    gap = remote_first_step_gap(steps[0].top_logprobs, prefill.next_token.probs, token_bytes(loaded_model()).table,
+                                local_prompt_tokens=len(prepared.rendered.ids),
+                                remote_prompt_tokens=answer.remote_prompt_tokens)
+    if gap is None:
+        return
+    text = literal(f"Remote engine {answer.remote}: {gap.sentence()}", limit=1000)
+    (st.warning if gap.beyond_rounding else st.info)(text, icon=":material/dns:")
 
 
 def _inspection(pending: Pending) -> Inspection:

@@ -53,7 +53,8 @@ class RemoteEngine:
         """Stream the chat-completions request ``payload`` from the remote; yield one step per token.
 
         ``timings`` receives "prefill_seconds" (request to first token, network included),
-        "waited_seconds" (0: the remote's queue is not visible) and "cached_tokens" when reported.
+        "waited_seconds" (0: the remote's queue is not visible), and "cached_tokens" and
+        "prompt_tokens" (the remote's count of the prompt) when its usage reports them.
         """
         body = {**payload, "model": self.model or payload.get("model"), "stream": True, "logprobs": True,
                 "top_logprobs": TOP_LOGPROBS, "stream_options": {"include_usage": True}}
@@ -101,6 +102,8 @@ class _StepReader:
         if "error" in data:
             raise LifecycleError(f"The engine at {self.url[:200]} failed: {str(data['error'])[:300]}", param="engine")
         usage = data.get("usage") or {}
+        if timings is not None and isinstance(usage.get("prompt_tokens"), int):
+            timings["prompt_tokens"] = usage["prompt_tokens"]  # the remote's own count: did it read our prompt?
         if timings is not None and (usage.get("prompt_tokens_details") or {}).get("cached_tokens") is not None:
             timings["cached_tokens"] = int(usage["prompt_tokens_details"]["cached_tokens"])
         for choice in data.get("choices") or []:
