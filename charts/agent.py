@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title, wrap_label
 
-FIRST_TOKEN, DRAWS = OKABE_ITO[0], OKABE_ITO[4]
+FIRST_TOKEN, DRAWS = OKABE_ITO[0], OKABE_ITO[1]  # blue and orange, as the page's caption names them
 
 
 def compliance_figure(cases: Sequence[str], first_token: Sequence[float], leaks: Sequence[int], draws: int) -> go.Figure:

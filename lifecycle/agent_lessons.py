@@ -59,7 +59,7 @@ def roads_sentence(steps: int, largest: Sequence[tuple[str, float]], changed: Se
         ratio = narrowest / worst
         outcome = (f"and no greedy pick changed over the {steps} tokens: the narrowest gap between the two best "
                    f"logits was **{narrowest:.3g}** (step {narrowest_step}), **{ratio:,.0f}×** the largest "
-                   "difference. A prompt with a closer tie would flip.")
+                   "difference.")
     return (f"The same prompt at temperature 0 gets different logits on different roads (largest difference: "
             f"{listed}), because each kernel adds the same products in another order, {outcome}")
 

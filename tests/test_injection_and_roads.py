@@ -71,7 +71,7 @@ def test_the_roads_against_transformers(loaded):
     assert list(logits.argmax(axis=1)) == run.answer_ids
     top = np.sort(logits, axis=1)[:, -2:]
     assert run.margins == pytest.approx(list(top[:, 1] - top[:, 0]), abs=2e-3)
-    assert [r.name for r in run.roads] == ["batch", "one pass", "chunked prefill", "one thread"]
+    assert [r.name for r in run.roads] == ["batch", "one pass", "chunked prefill", "other threads"]
     for road in run.roads:
         assert len(road.step_differences) == 4 and road.largest < 2e-3
         assert road.changed_steps == [] or min(run.margins) < road.largest * 2

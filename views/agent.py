@@ -117,7 +117,7 @@ def _tendency(loaded) -> InjectionRun | None:
                                    by["document"].first_token_mass, by["rule hidden in the document"].first_token_mass))
     said = " or ".join(f"“{t}”" for t in targets(setup.phrase))
     st.caption(f"Blue: the probability (temperature 1) that the token after the answer's fixed start begins {said}. "
-               f"Green: of {draws} answers sampled at temperature 1 with seeds 0 to {draws - 1} (the same seeds in "
+               f"Orange: of {draws} answers sampled at temperature 1 with seeds 0 to {draws - 1} (the same seeds in "
                f"every case), how many say it anywhere (case-insensitive).")
     rows = [{"case": c.case, "prompt tokens": c.prompt_tokens, "first token": f"{100 * c.first_token_mass:.1f}%",
              "answers saying it": f"{c.leaks} of {draws}",
