@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from lifecycle.agent import LOCAL_TOOLS
 from lifecycle.faults.client import SdkRetryPolicy
+from lifecycle.guardrail import FINISH_REASON as GUARDRAIL_FINISH_REASON
 from lifecycle.journey import Journey
 from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, tokenize
 from lifecycle.vocabulary import TOKEN_NOTATION, show_token
@@ -44,6 +46,19 @@ def _failures_section() -> HandoutSection:
         [("openai SDK", policy.version), ("retries by default", str(policy.default_max_retries)),
          ("first backoff", f"{shortest:.3f}-{longest:.3f} s"), ("longest backoff", f"{policy.max_delay:g} s"),
          ("retry-after honoured up to", f"{policy.max_retry_after:g} s")])
+
+
+def _agents_section(request) -> HandoutSection:
+    """What an agent adds around this call (the loop runs on the Agents page, not in this journey)."""
+    return HandoutSection(
+        "Agents and their attack surface", "An agent is a program calling this same stateless API in a loop: it "
+        "runs the tool the model asked for, appends the result as a tool message and calls again, re-sending the "
+        "whole conversation each round. The system prompt is a tendency, not a rule, and text pasted into a "
+        "message (a document, a tool result) can steer the model, so checks belong outside it. The loop is not "
+        "part of this journey: the Agents page runs it on the model.",
+        [("tools offered in this request", str(len(request.output.tools))),
+         ("local tools on the Agents page", ", ".join(tool.name for tool in LOCAL_TOOLS)),
+         ("a guardrail's stop reason", GUARDRAIL_FINISH_REASON)])
 
 
 def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, heads: int, kv_heads: int) -> list[HandoutSection]:
@@ -124,6 +139,7 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
                        [("prompt_tokens", str(usage.get("prompt_tokens", ""))),
                         ("completion_tokens", str(usage.get("completion_tokens", ""))),
                         ("finish_reason", generation.finish_reason)], literal=generation.text),
+        _agents_section(request),
     ]
 
 

@@ -351,3 +351,15 @@ def test_a_primed_prefix_is_computed_once_and_nothing_is_generated(loaded):
     result = generate(loaded, prompt, GREEDY, 6)
     assert result.cached_tokens == len(primed)
     assert result.token_ids == hf_greedy(loaded, prompt, 6)
+
+
+def test_a_new_kv_pool_holds_zeros_whatever_memory_it_gets(monkeypatch):
+    """A batched step reads pool positions no request wrote (masked, but weight 0 x NaN is NaN): a new pool
+    must hold finite zeros even where allocation hands back recycled memory, here simulated as all NaN (on a
+    2-layer copy of the model, twelve concurrent sampled answers read NaN logits from such memory)."""
+    from lifecycle.engine.llama import KVPool
+
+    monkeypatch.setattr(torch, "empty", lambda *shape, **_: torch.full(shape, float("nan")))
+    pool = KVPool(2, 3, 3, 16, 8)
+    assert pool.keys.shape == pool.values.shape == (2, 3, 3, 16, 8)
+    assert torch.count_nonzero(pool.keys) == 0 and torch.count_nonzero(pool.values) == 0

@@ -57,7 +57,7 @@ def test_the_pages_state_the_truncated_models_own_numbers(truncated_run):
     assert f"{LAYERS} layers," in home and f"a context window of {WINDOW:,} tokens" in home
     assert re.search(rf"tokens in all \(\d+ added by the template\) of {WINDOW:,}", home)
     assert f"In each of its **{LAYERS} layers**" in _page(truncated_run, "attention")
-    assert f"through {LAYERS} layers" in _page(truncated_run, "forward-pass")
+    assert f"pass through **{LAYERS} blocks**" in _page(truncated_run, "forward-pass")
     assert f"All {WINDOW:,} positions of the window" in _page(truncated_run, "kv-cache")
     context = _page(truncated_run, "context-window")
     assert f"trained on up to {WINDOW:,} positions" in context and f"The model's own ({WINDOW:,})" in context

@@ -112,7 +112,7 @@ def test_the_answer_names_its_remote_and_its_first_step_is_measured_against_the_
     from lifecycle.vocabulary import token_bytes
 
     ids, tokens = local_tokens(loaded, ANSWER)
-    prepared = prepare(JourneyInput("What is the capital of France?", max_tokens=16), loaded.name)
+    prepared = prepare(JourneyInput("What is the capital of France?", max_tokens=16), loaded.name, loaded.context_window)
     frames = llama_cpp_frames(tokens)
     frames.append({"id": "chatcmpl-0b6f", "object": "chat.completion.chunk", "created": 1764690000, "choices": [],
                    "usage": {"prompt_tokens": len(prepared.rendered.ids) + 4, "completion_tokens": len(ids)}})

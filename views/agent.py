@@ -123,8 +123,9 @@ def _tendency(loaded) -> InjectionRun | None:
              "answers saying it": f"{c.leaks} of {draws}",
              "likeliest such tokens": ", ".join(f"{json.dumps(t)} {100 * p:.1f}%" for t, p in c.leaking_tokens[:3])}
             for c in run.cases]
-    fitted_table(pd.DataFrame(rows), ["case", "first token", "answers saying it"], key="agent_cases",
-                 full_from=640, hide_index=True)
+    fitted_table(pd.DataFrame(rows), {"case": "case", "first token": "first token", "answers saying it": "answers"},
+                 key="agent_cases", full_from=640, hide_index=True,
+                 narrow_widths={"case": 170, "first token": 80, "answers": 90})
     with st.expander("Every sampled answer", icon=":material/list:"):
         for c in run.cases:
             st.caption(f"{c.case}: the messages sent")
@@ -166,14 +167,15 @@ def _temperature_zero(messages: list[dict], loaded) -> None:
     st.caption(f"Each bar: the largest difference from the alone road (prefill, then one token a step: {run.kernel}) "
                f"over the answer's {len(run.answer_ids)} tokens. Dashed line: the narrowest gap between the alone "
                "road's two best logits; a road must reach it before a greedy pick can change.")
-    s = run.summation
-    st.markdown(summation_sentence(s.forward, s.backward, s.exact, s.terms))
-    fitted_table(pd.DataFrame([{"road": r.name, "kernel": r.kernel, "largest difference": f"{r.largest:.2e}",
-                                "greedy pick changed at": ", ".join(map(str, r.changed_steps)) or "no step"}
-                               for r in run.roads]), ["road", "largest difference"], key="agent_roads_table",
-                 full_from=640, hide_index=True)
-    st.caption("The greedy answer on the alone road:")
-    show_text(run.answer_text)
+    with st.expander("Each road, and one logit summed in two orders", icon=":material/functions:"):
+        s = run.summation
+        st.markdown(summation_sentence(s.forward, s.backward, s.exact, s.terms))
+        fitted_table(pd.DataFrame([{"road": r.name, "kernel": r.kernel, "largest difference": f"{r.largest:.2e}",
+                                    "greedy pick changed at": ", ".join(map(str, r.changed_steps)) or "no step"}
+                                   for r in run.roads]), ["road", "largest difference"], key="agent_roads_table",
+                     full_from=640, hide_index=True)
+        st.caption("The greedy answer on the alone road:")
+        show_text(run.answer_text)
 
 
 with stage_page("agent") as settings:

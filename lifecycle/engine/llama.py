@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -75,13 +76,17 @@ class KVPool:
     """Slots of KV cache side by side, (layers, slots, kv_heads, slot_tokens, head_dim), so the
     decode attention of every request in a slot runs as one batched SDPA call per layer.
 
-    The pool is allocated once and never zeroed: the operating system backs only the pages
-    requests have written, so its resident size follows what is in use, not its capacity.
+    The pool is allocated once, zeroed by calloc (``numpy.zeros``): a batched step reads positions
+    no request has written yet (masked, but SDPA still multiplies their weight of 0 by the value
+    there, and 0 x NaN is NaN), so they must hold finite numbers, never whatever memory malloc
+    recycled. calloc's fresh pages are the operating system's zero pages, backed only once written,
+    so the pool's resident size still follows what is in use, not its capacity.
     """
 
     def __init__(self, layers: int, slots: int, kv_heads: int, slot_tokens: int, head_dim: int):
-        self.keys = torch.empty(layers, slots, kv_heads, slot_tokens, head_dim)
-        self.values = torch.empty(layers, slots, kv_heads, slot_tokens, head_dim)
+        shape = (layers, slots, kv_heads, slot_tokens, head_dim)
+        self.keys = torch.from_numpy(np.zeros(shape, dtype=np.float32))
+        self.values = torch.from_numpy(np.zeros(shape, dtype=np.float32))
         self.slot_tokens = slot_tokens
         self._free = list(range(slots - 1, -1, -1))
 

@@ -128,7 +128,9 @@ def test_presenter_mode_cuts_the_lesson_to_its_first_sentences(app_url, page):
 
 def test_send_it_for_real_starts_at_this_servers_own_address(app_url, page):
     open_page(page, app_url, "request")
-    box = page.get_by_test_id("stMainBlockContainer").get_by_role("textbox", name="Base URL")
+    main = page.get_by_test_id("stMainBlockContainer")
+    main.get_by_role("tab", name="Send it for real").click()
+    box = main.get_by_role("textbox", name="Base URL")
     expect(box).to_have_value(f"{app_url}/v1")
 
 

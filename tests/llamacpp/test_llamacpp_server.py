@@ -63,7 +63,7 @@ def _payload(loaded) -> dict:
 
 
 def test_it_renders_the_same_prompt_as_this_app(llama_server, loaded):
-    prepared = prepare(JourneyInput(PROMPT), loaded.name)
+    prepared = prepare(JourneyInput(PROMPT), loaded.name, loaded.context_window)
     rendered = httpx.post(llama_server + "/apply-template", json={"messages": [{"role": "user", "content": PROMPT}]},
                           timeout=30).json()["prompt"]
     print(f"\nllama-server renders {rendered!r}\nthis app renders   {prepared.rendered.text!r}")
@@ -81,13 +81,13 @@ def test_plain_completion_logprobs_join_into_the_content_and_usage_counts(llama_
     assert all(d in table for d in data)
     assert b"".join(data).decode("utf-8") == choice["message"]["content"]
     assert all(len(e["top_logprobs"]) == 5 and e["logprob"] <= 0 for e in entries)
-    prepared = prepare(JourneyInput(PROMPT), loaded.name)
+    prepared = prepare(JourneyInput(PROMPT), loaded.name, loaded.context_window)
     assert reply["usage"]["prompt_tokens"] == len(prepared.rendered.ids)
     assert reply["usage"]["completion_tokens"] in (len(entries), len(entries) + 1)  # +1: the EOS it counts
 
 
 def test_the_remote_engine_streams_it_into_steps_and_measures_the_gap(llama_server, loaded):
-    prepared = prepare(JourneyInput(PROMPT, max_tokens=24), loaded.name)
+    prepared = prepare(JourneyInput(PROMPT, max_tokens=24), loaded.name, loaded.context_window)
     timings: dict = {}
     engine = RemoteEngine(llama_server + "/v1", model=loaded.name)
     steps = list(engine.generate_steps(loaded, prepared.request.to_payload(), timings=timings))
