@@ -221,5 +221,5 @@ def compare_roads(loaded, prompt_ids: Sequence[int], steps: int = ANSWER_TOKENS,
     answer, margins, roads, summation = engine.run_sliced(job)
     table = token_bytes(loaded)
     text = b"".join(table.of(token) for token in answer).decode("utf-8", errors="replace")
-    return DeterminismRun(len(prompt), answer, text, margins, roads, summation, stack.kernels)
+    return DeterminismRun(len(prompt), answer, text, margins, roads, summation, stack.kernels_named)
 

@@ -54,6 +54,9 @@ def test_each_kind_of_matrix_gets_the_kernel_measured_fastest_for_it(matrices):
     assert "fp32 for 2 of 4 matrices" in sentence and "packed for 1 of 4 matrices" in sentence
     assert "960×576 4-bit codes (×2): packed 30 µs, fp32 20 µs, blas 90 µs" in sentence
     assert sentence.endswith("batched steps and prefill: blas")
+    named = describe(choice, "blas", measured=False)
+    assert "fp32 for 2 of 4 matrices" in named and "packed for 1 of 4 matrices" in named
+    assert "µs" not in named and "measuring" not in named and named.endswith("batched steps and prefill: blas")
 
 
 def test_a_slower_kernel_is_never_chosen(matrices):

@@ -129,14 +129,17 @@ def _packing(codes: Packed | None) -> str:
     return "fp32"
 
 
-def describe(choice: KernelChoice, batched: str) -> str:
-    """The Live calls sentence: which kernel runs how many matrices, with the times measured."""
+def describe(choice: KernelChoice, batched: str, measured: bool = True) -> str:
+    """The Live calls sentence: which kernel runs how many matrices, with the times measured (without
+    them when ``measured`` is false: a caption elsewhere names the kernels only)."""
     total = sum(s.matrices for s in choice.shapes)
     runs = ", ".join(f"{name} for {count} of {total} matrices" for name, count in choice.counts().items())
-    measured = "; ".join(
+    if not measured:
+        return f"one-token steps: {runs}; batched steps and prefill: {batched}"
+    timings = "; ".join(
         f"{s.shape[0]}×{s.shape[1]} {s.packing} (×{s.matrices}): "
         + ", ".join(f"{name} {seconds * 1e6:,.0f} µs" for name, seconds in s.seconds.items())
         for s in choice.shapes)
     return (f"one-token steps: {runs}, the fastest measured at start per kind of matrix "
-            f"({choice.measuring_seconds * 1000:.0f} ms of measuring: {measured}); "
+            f"({choice.measuring_seconds * 1000:.0f} ms of measuring: {timings}); "
             f"batched steps and prefill: {batched}")

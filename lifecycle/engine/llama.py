@@ -134,12 +134,14 @@ class LlamaStack:
             self.choice = None
             self.linear = batched
             self.kernels = f"every step's matrix products: {batched_name} (no compiled gemv.c here)"
+            self.kernels_named = self.kernels
         else:
             candidates = [Candidate("gemv.c packed", gemv, packed=True)] if self.packed else []
             candidates += [Candidate("gemv.c fp32", gemv, contiguous_only=True), Candidate(batched_name, batched)]
             self.choice = choose_kernels(self.matrices(), self.packed, candidates)
             self.linear = matrix_product(self.choice, batched)
             self.kernels = describe(self.choice, batched_name)
+            self.kernels_named = describe(self.choice, batched_name, measured=False)
 
     def matrices(self) -> list[torch.Tensor]:
         """Every weight matrix a decode step reads, the output head last."""
