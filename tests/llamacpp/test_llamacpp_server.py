@@ -21,11 +21,13 @@ from lifecycle.engine.remote import RemoteEngine
 from lifecycle.journey import JourneyInput, prepare
 from lifecycle.model import gguf_path
 from lifecycle.remote_gap import remote_first_step_gap
+from lifecycle.sampling import SamplingSettings
 from lifecycle.vocabulary import token_bytes
 
 pytestmark = pytest.mark.llamacpp
 SERVER = Path(os.environ.get("LLAMACPP_SERVER", ".venv-llamacpp/bin/llama-server"))
 PROMPT = "What is the capital of France?"
+GREEDY = SamplingSettings(temperature=0.0)  # as _payload asks: the two answers must be the same draw
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,7 @@ def test_plain_completion_logprobs_join_into_the_content_and_usage_counts(llama_
 
 
 def test_the_remote_engine_streams_it_into_steps_and_measures_the_gap(llama_server, loaded):
-    prepared = prepare(JourneyInput(PROMPT, max_tokens=24), loaded.name, loaded.context_window)
+    prepared = prepare(JourneyInput(PROMPT, sampling=GREEDY, max_tokens=24), loaded.name, loaded.context_window)
     timings: dict = {}
     engine = RemoteEngine(llama_server + "/v1", model=loaded.name)
     steps = list(engine.generate_steps(loaded, prepared.request.to_payload(), timings=timings))
