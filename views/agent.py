@@ -68,9 +68,9 @@ def _agent_loop(messages: list[dict], loaded) -> None:
              "cached tokens": r.cached_tokens, "finish_reason": r.reply.finish_reason,
              "tool call": "; ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in r.reply.tool_calls),
              "tool result": "; ".join(json.dumps(result) for result in r.tool_results)} for r in run.rounds]
-    fitted_table(pd.DataFrame(rows), ["round", "prompt tokens", "cached tokens", "tool call"], key="agent_rounds_table",
-                 full_from=640, hide_index=True,
-                 narrow_widths={"round": 50, "prompt tokens": 70, "cached tokens": 70, "tool call": 150})
+    fitted_table(pd.DataFrame(rows), {"round": "round", "prompt tokens": "prompt", "cached tokens": "cached",
+                                      "tool call": "tool call"}, key="agent_rounds_table", full_from=640,
+                 hide_index=True, narrow_widths={"round": 50, "prompt": 65, "cached": 65, "tool call": 160})
     st.caption("Every tool result is data the model reads next round, like a pasted document: the section below "
                "measures what such text can do.")
     if run.answer is not None:
