@@ -80,7 +80,8 @@ def _load_as_the_app_does() -> None:
 
 def app_start_rows(starts: int = 3) -> None:
     """``streamlit run app.py`` as the README starts it, to Streamlit answering and to ``/health`` 200
-    (the model loaded from the cache, the engine built and primed): the median of ``starts``."""
+    (the model loaded from the cache, the engine built, the chat template's prefill queued as its first
+    job): the median of ``starts``."""
     from statistics import median
 
     from bench.app_server import AppServer

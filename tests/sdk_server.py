@@ -23,7 +23,7 @@ def api_server(loaded, tmp_path_factory):
 @pytest.fixture(scope="module")
 def base_url(api_server):
     with serve(api_server) as url:
-        # Starting the routes starts the model's loading (engine built, template primed); until it
+        # Starting the routes starts the model's loading (until the engine is built); until it
         # is ready every call is a 503, which is not what these tests are about.
         while serving.model_status().state == "loading":
             time.sleep(0.05)

@@ -204,7 +204,7 @@ def test_the_api_answers_503_when_the_engine_dies_and_health_recovers(loaded, sd
             time.sleep(0.2)
         return client.get(health).json()["status"]
 
-    assert wait_healthy() == "ready"  # the engine is built and the template's head primed
+    assert wait_healthy() == "ready"  # the engine is built (its first job primes the template's head)
     engine = shared_engine(loaded)
     monkeypatch.setattr(scheduler, "_take_over", lambda _loaded: None)  # hold the dead engine in place
     monkeypatch.setattr(engine.stack, "forward", _crash)

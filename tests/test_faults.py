@@ -17,7 +17,7 @@ from lifecycle.serving import model_status
 
 MESSAGES = [{"role": "user", "content": "Name a colour."}]
 SLACK = 0.35  # seconds a wait may exceed the SDK's sleep: thread scheduling and the next request's setup
-READY_WITHIN = 120.0  # seconds for the engine to be built and primed
+READY_WITHIN = 120.0  # seconds for the engine to be built
 EARLY = 0.02  # seconds a wait may look shorter: the gateway stamps its answer just before it is sent
 
 
@@ -30,7 +30,7 @@ def gateway():
 
 @pytest.fixture(scope="module")
 def demo(loaded):
-    """The visitor's demo gateway, once the API says the model is ready (its engine built and primed)."""
+    """The visitor's demo gateway, once the API says the model is ready (its engine built)."""
     gateway = DemoGateway(requests_per_minute=60)  # its routes start the API's model loading
     deadline = time.monotonic() + READY_WITHIN
     while model_status().state != "ready":

@@ -23,12 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import httpx
 
 from lifecycle.errors import LifecycleError
 from lifecycle.stream import delta_content
+
+if TYPE_CHECKING:
+    import httpx
 
 REDACTED = "Bearer ***"
 OUTBOUND_ENV = "LIFECYCLE_OUTBOUND_ALLOW"
@@ -199,6 +201,8 @@ def send_chat_completion(
     HTTP errors are recorded, not raised; a malformed base URL or a destination the policy refuses
     raises LifecycleError before anything is sent. ``deadline`` bounds the whole exchange.
     """
+    import httpx  # here, not at the top: the app imports this module at start, and httpx costs ~0.1 s
+
     url = completions_url(base_url)
     address = checked_address(url, policy or OutboundPolicy(), resolve)
     parts = urlsplit(url)
