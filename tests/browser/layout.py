@@ -137,6 +137,15 @@ def cut_text_problems(page: Page) -> list[str]:
     return page.evaluate(_CUT_TEXT)
 
 
+_VISUAL_SHOWN = """(selector) => document.querySelector('[data-testid="stMain"]')?.querySelector(selector) !== null"""
+
+
+def wait_for_visual(page: Page, selector: str) -> None:
+    """Until an element matching ``selector`` is in the main area: the script run can end before a component
+    has drawn its SVG or a table's code has loaded (seen on a loaded machine: the layout stood still first)."""
+    page.wait_for_function(_VISUAL_SHOWN, arg=selector)
+
+
 def first_top(page: Page, selector: str) -> float | None:
     """Where the first element matching ``selector`` in the main area starts, from the top of the window."""
     return page.evaluate(

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, open_page, wait_idle, wait_still
 from tests.browser.conftest import PAGE_TIMEOUT_MS
-from tests.browser.layout import chart_text_problems, cut_text_problems, first_top, table_problems
+from tests.browser.layout import chart_text_problems, cut_text_problems, first_top, table_problems, wait_for_visual
 from ui.stages import HOME, PHASES, STAGES, neighbours
 
 pytestmark = pytest.mark.browser
@@ -84,6 +84,7 @@ def test_presenter_mode_shows_the_main_visual_on_the_first_screen_of_a_projector
         page = context.new_page()
         open_page(page, app_url, stage.url_path, present=1)
         page.wait_for_function(CHARTS_DRAWN)
+        wait_for_visual(page, MAIN_VISUAL.get(stage.url_path, CHART))
         wait_still(page)
         folder = screenshots / "presenter"
         folder.mkdir(exist_ok=True)
@@ -145,6 +146,7 @@ def test_every_model_stage_leads_with_its_picture_in_normal_mode(app_url, browse
         page = context.new_page()
         open_page(page, app_url, stage.url_path)
         page.wait_for_function(CHARTS_DRAWN)
+        wait_for_visual(page, MAIN_VISUAL.get(stage.url_path, CHART))
         for size in FIRST_SCREEN_SIZES:
             width, height = SIZES[size]
             page.set_viewport_size({"width": width, "height": height})
