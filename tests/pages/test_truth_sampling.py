@@ -60,9 +60,10 @@ def _bits(probs: np.ndarray) -> float:
 
 
 def _sample(logits, previous, temperature, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0, bias=None,
-            presence=0.0, frequency=0.0) -> dict:
+            presence=0.0, frequency=0.0, allowed=None) -> dict:
     """The stages in the order OpenAI-compatible servers (vLLM) run them: what each moved or removed, and the
-    distribution the token is drawn from."""
+    distribution the token is drawn from. ``allowed`` is a grammar's mask: the other tokens are out before
+    temperature and the cuts."""
     scores = logits.copy()
     counts = Counter(previous)
     seen = np.array(sorted(counts))
@@ -85,14 +86,17 @@ def _sample(logits, previous, temperature, top_p=1.0, top_k=0, min_p=0.0, repeti
         moved["repetition penalty"] = (int(changed.sum()), float(np.abs(scores[seen] - before).max()))
     size = logits.size
     removed = {stage: 0 for stage in ("temperature", "top-k", "top-p", "min-p")}
+    grammar = np.ones(size, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    removed["grammar mask (response_format)"] = int((~grammar).sum())
+    scores = np.where(grammar, scores, -np.inf)
     if temperature == 0:
         final = np.zeros(size)
         final[int(np.argmax(scores))] = 1.0
-        removed["temperature"] = size - 1
+        removed["temperature"] = int(grammar.sum()) - 1
         return dict(final=final, removed=removed, moved=moved, kept=1, nucleus=None, before_top_p=None)
     probs = _softmax(scores, temperature)
-    alive = probs > 0
-    removed["temperature"] = int((~alive).sum())
+    alive = grammar & (probs > 0)
+    removed["temperature"] = int((grammar & ~alive).sum())
     if 0 < top_k < size:
         order = np.lexsort((np.arange(size), -scores))  # highest score first, lower id first on a tie
         outside = np.ones(size, dtype=bool)
@@ -117,6 +121,78 @@ def _sample(logits, previous, temperature, top_p=1.0, top_k=0, min_p=0.0, repeti
     final /= final.sum()
     return dict(final=final, removed=removed, moved=moved, kept=int(alive.sum()), nucleus=nucleus,
                 before_top_p=before_top_p)
+
+
+def _json_object_prefix(text: str) -> bool:
+    """Whether ``text`` can begin a JSON object as response_format json_object has it written: ", " and ": "
+    as the only separators, no other whitespace (a character-by-character parser with a stack)."""
+    stack, state, i = [], "start", 0
+    key = False
+    literal = ""
+    number = ""
+    NUMBER = re.compile(r"-?(0|[1-9]\d*)?(\.\d*)?([eE][+-]?\d*)?")
+    COMPLETE = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?")
+    def value_start(c):
+        nonlocal state, literal, number, key
+        if c == "{": stack.append("}"); state = "object_first"
+        elif c == "[": stack.append("]"); state = "array_first"
+        elif c == '"': state, key = "string", False
+        elif c in "-0123456789": state, number = "number", c
+        elif c in "tfn":
+            literal = {"t": "rue", "f": "alse", "n": "ull"}[c]; state = "literal"
+        else: return False
+        return True
+    while i < len(text):
+        c = text[i]
+        if state == "start":
+            if c != "{": return False
+            stack.append("}"); state = "object_first"
+        elif state == "object_first":
+            if c == '"': state, key = "string", True
+            elif c == "}": stack.pop(); state = "after"
+            else: return False
+        elif state == "key":
+            if c != '"': return False
+            state, key = "string", True
+        elif state == "string":
+            if c == "\\": state = "escape"
+            elif c == '"': state = "colon" if key else "after"
+            elif ord(c) < 0x20: return False
+        elif state == "escape":
+            if c in '"\\/bfnrt': state = "string"
+            elif c == "u": state, literal = "hex", ""
+            else: return False
+        elif state == "hex":
+            if c not in "0123456789abcdefABCDEF": return False
+            literal += c
+            if len(literal) == 4: state = "string"
+        elif state == "colon":
+            if c != ":": return False
+            state = "colon_space"
+        elif state == "colon_space":
+            if c != " ": return False
+            state = "value"
+        elif state in ("value", "array_first"):
+            if state == "array_first" and c == "]": stack.pop(); state = "after"
+            elif not value_start(c): return False
+        elif state == "literal":
+            if not literal or c != literal[0]: return False
+            literal = literal[1:]
+            if not literal: state = "after"
+        elif state == "number":
+            if NUMBER.fullmatch(number + c): number += c
+            elif COMPLETE.fullmatch(number): state = "after"; continue
+            else: return False
+        elif state == "after":
+            if not stack: return False
+            if c == ",": state = "comma_space"
+            elif c == stack[-1]: stack.pop()
+            else: return False
+        elif state == "comma_space":
+            if c != " ": return False
+            state = "key" if stack[-1] == "}" else "value"
+        i += 1
+    return True
 
 
 def _draws(final: np.ndarray, seed: int, draws: int) -> np.ndarray:
@@ -317,6 +393,7 @@ def test_the_next_token_page_states_the_same_distribution(page):
 
 def test_the_api_stages_move_and_remove_what_they_say(page, loaded):
     app, _, what_if, ids, logits, _ = page
+    app.session_state["what_if_temperature"] = what_if["temperature"]  # as the page opened, whatever ran before
     token = app.selectbox(key="api_bias_token").value
     assert token == int(np.argmax(logits))  # the first token offered is the most likely
     app.slider(key="api_bias").set_value(API["bias"])
@@ -344,3 +421,29 @@ def test_a_greedy_what_if_keeps_only_the_top_token(page):
     expected = _sample(logits, ids, **greedy)
     _check_lesson(app, logits, ids, greedy, expected)
     assert any("At temperature 0 decoding is greedy" in info.value for info in app.info)
+
+
+@pytest.fixture(scope="module")
+def json_object_start(loaded) -> np.ndarray:
+    """Which tokens can be the first of a JSON object: a whole-character token text that begins one."""
+    special = set(loaded.tokenizer.all_special_ids)
+    texts = loaded.tokenizer.batch_decode([[i] for i in range(len(loaded.tokenizer))])
+    return np.array([i not in special and "\ufffd" not in text and bool(text) and _json_object_prefix(text)
+                     for i, text in enumerate(texts)])
+
+
+def test_the_json_object_mask_keeps_the_tokens_that_can_start_an_object(page, json_object_start):
+    app, _, what_if, ids, logits, _ = page
+    # This page's app is shared by the tests for one prompt and setting: undo what the others moved.
+    app.session_state["what_if_temperature"] = what_if["temperature"]
+    app.toggle(key="api_grammar").set_value(True)
+    for key in ("api_bias", "api_presence", "api_frequency"):
+        app.slider(key=key).set_value(0.0)
+    app.run()
+    assert not app.exception
+    expected = _sample(logits, ids, **what_if, allowed=json_object_start)
+    allowed = int(json_object_start.sum())
+    lesson = next(m.value for m in app.markdown if m.value.startswith("The grammar mask removed"))
+    assert lesson.startswith(f"The grammar mask removed **{logits.size - allowed:,} of {logits.size:,}** tokens: "
+                             f"only **{allowed:,}** can start a JSON object.")
+    _check_stage_table(app, expected, logits.size)
