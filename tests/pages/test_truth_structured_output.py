@@ -26,6 +26,7 @@ from tests.pages.harness import _typed_array, run_page
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 120  # the page's own cap on the structured answer
+SHOWN_FRAGMENTS = 60  # the page's stream table lists this many deltas
 ORANGE = "#D55E00"  # the chart's colour for a step where the mask removed the model's favourite
 
 
@@ -95,20 +96,26 @@ def _lesson(app) -> str:
     return next(m.value for m in app.markdown if "The answer took" in m.value)
 
 
-def _run(prompt: str, schema_mode: bool):
+def _run(prompt: str, mode: str):
     app = run_page("structured-output", prompt=prompt, temperature=0)
     assert not app.exception and not app.error
-    if schema_mode:
+    if mode == "schema":
         app.segmented_control(key="structured_mode").set_value("JSON matching a schema").run()
-        assert not app.exception and not app.error
+    elif mode in ("auto", "none"):
+        app.selectbox(key="structured_choice").set_value(mode).run()
+    assert not app.exception and not app.error
     return app
 
 
-@pytest.fixture(scope="module", params=[(p, mode) for p in PROMPTS for mode in ("tool", "schema")],
-                ids=["india-tool", "india-schema", "sky-tool", "sky-schema"])
+# "tool": tool_choice "required" (the page's default); "auto" and "none" may answer in free text; "schema": JSON.
+MODES = ("tool", "auto", "none", "schema")
+
+
+@pytest.fixture(scope="module", params=[(p, mode) for p in PROMPTS for mode in MODES],
+                ids=[f"{name}-{mode}" for name in ("india", "sky") for mode in MODES])
 def page(request, loaded):
     prompt, mode = request.param
-    app = _run(prompt, mode == "schema")
+    app = _run(prompt, mode)
     figure = _figure(app)
     answer = _generated_ids(loaded, figure)
     prompt_ids = _template(loaded, _messages(app, prompt, mode), tokenize=True)
@@ -150,10 +157,16 @@ def test_the_lesson_counts_the_steps_and_the_overruled_favourites(page, loaded):
     assert [c == ORANGE for c in bars["marker"]["color"]] == overruled
     vocabulary = len(loaded.tokenizer)
     assert all(n < vocabulary for n, o in zip(allowed, overruled) if o)  # the mask removed the favourite there
-    assert f"The answer took **{len(answer)} tokens**." in lesson
+    assert f"The answer took **{len(answer)} token{'s' * (len(answer) != 1)}**." in lesson
+    if min(allowed) == vocabulary:  # no step narrowed: tool_choice "none" runs no grammar
+        assert page["mode"] == "none" and not any(overruled)
+        assert "grammar mask let through" not in lesson
+        assert f"No step was narrowed: the model could take any of the {vocabulary:,} tokens at every step." in lesson
+        return
+    plural = {n: "s" * (n != 1) for n in (allowed.count(1), sum(overruled))}
     assert (f"let through between **{min(allowed):,}** and **{max(allowed):,}** of the {vocabulary:,} tokens; "
-            f"**{allowed.count(1)}** steps had exactly one allowed token, and at **{sum(overruled)}** steps the "
-            "model's own favourite was masked out.") in lesson
+            f"**{allowed.count(1)}** step{plural[allowed.count(1)]} had exactly one allowed token, and at "
+            f"**{sum(overruled)}** step{plural[sum(overruled)]} the model's own favourite was masked out.") in lesson
     assert f"the whole vocabulary ({vocabulary:,} tokens)" in next(c.value for c in app.caption if "dashed line" in c.value)
 
 
@@ -169,6 +182,13 @@ def test_the_final_object_is_the_answers_text_and_validates(page, loaded):
         jsonschema.validate(value, schema)
         assert shown == [value]
         assert lesson.endswith(f"finish_reason: **{'stop' if ended else 'length'}**.")
+    elif not text.startswith("<tool_call>"):  # free text ("auto" or "none"): nothing to validate
+        assert page["mode"] in ("auto", "none") and shown == []
+        assert lesson.endswith(f"finish_reason: **{'stop' if ended else 'length'}**.")
+        assert any(w.value == "Not a validated object: the answer is free text: there is nothing to validate"
+                   for w in app.warning)
+        assert not app.success
+        return
     else:
         call = json.loads(re.fullmatch(r"<tool_call>\n(.*)\n</tool_call>", text, re.S).group(1))
         tool = next(t["function"] for t in json.loads(app.text_area(key="structured_tools").value)
@@ -186,8 +206,17 @@ def test_the_streamed_fragments_add_up_to_the_call(page, loaded):
     app = page["app"]
     frame = next(f.value for f in app.dataframe if "chunk delta" in f.value.columns)
     deltas = [json.loads(d) for d in frame["chunk delta"]]
-    if page["mode"] == "schema":  # plain content deltas: together, the answer's text
-        assert "".join(d["content"] for d in deltas) == loaded.tokenizer.decode(page["answer"], skip_special_tokens=True)
+    text = loaded.tokenizer.decode(page["answer"], skip_special_tokens=True)
+    if not text.startswith("<tool_call>"):  # plain content deltas (JSON or free text): together, the answer's text
+        # One delta per token that released text; the table lists the first SHOWN_FRAGMENTS of them.
+        decoded = [loaded.tokenizer.decode(page["answer"][:n], skip_special_tokens=True)
+                   for n in range(len(page["answer"]) + 1)]
+        released = [after[len(before):] for before, after in zip(decoded, decoded[1:]) if after != before]
+        assert "".join(released) == text
+        assert [d["content"] for d in deltas] == released[:SHOWN_FRAGMENTS]
+        cut = [c.value for c in app.caption if c.value.startswith("First ")]
+        assert cut == ([f"First {SHOWN_FRAGMENTS} of {len(released)} deltas."] if len(released) > SHOWN_FRAGMENTS
+                       else [])
         return
     wire = json.loads(app.json[0].proto.body)["message"]["tool_calls"][0]
     first = deltas[0]["tool_calls"][0]
