@@ -125,6 +125,8 @@ def _check_steps(loaded, table, figure: dict, ids: list[int]) -> None:
     assert list(table["Emitted"]) == ["(special: not content)" if s else _shown(e) for (e, _), s in zip(steps, special)]
     assert list(table["Held back (hex)"]) == [held.hex(" ") for _, held in steps]
     assert [bool(h) for h in table["Held back (hex)"]] == inside
+    assert list(table["Code points emitted"]) == [" ".join(f"U+{ord(c):04X}" for c in e if ord(c) > 127)
+                                                  for e, _ in steps]
     assert [e == "(special: not content)" for e in table["Emitted"]] == special
     bars = figure["data"]
     assert [int(v) for v in bars[0]["y"]] == [len(p) for p in pieces][:len(bars[0]["y"])]
@@ -194,7 +196,8 @@ def test_the_streaming_page_reports_the_same_usage(page, loaded):
     wire = next(code.value for code in streaming.code if code.value.startswith("data: {"))
     chunks = [json.loads(line.removeprefix("data: ")) for line in wire.splitlines()
               if line.startswith("data: {")]
-    usage = next(c["usage"] for c in reversed(chunks) if c.get("usage"))
+    usage = next(c["usage"] for c in reversed(chunks) if c.get("usage"))  # include_usage is on by default
+    assert not any(c.value.startswith("The stream itself carried no usage") for c in app.caption)
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == (len(prompt_ids), len(new))
     content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
     assert content == loaded.tokenizer.decode(new, skip_special_tokens=True)
@@ -229,3 +232,18 @@ def test_the_split_character_example_counts_its_splits(page, loaded, example):
         assert split > 0  # the emoji and CJK texts do split characters: the first sentence was checked
     table = next(t for t in _tables(app) if list(t["Id"]) == ids)
     _check_steps(loaded, table, _figure(app, "example_chart"), ids)
+
+
+def test_without_include_usage_the_stream_carries_no_usage(loaded):
+    prompt = PROMPTS[0]
+    app = run_page("detokenization", prompt=prompt, temperature=0, max_tokens=MAX_TOKENS, include_usage=False)
+    streaming = run_page("streaming", prompt=prompt, temperature=0, max_tokens=MAX_TOKENS, include_usage=False)
+    assert not app.exception and not streaming.exception
+    wire = next(code.value for code in streaming.code if code.value.startswith("data: {"))
+    assert '"usage":{' not in wire.replace(" ", "")  # no usage chunk: every chunk's usage is null or absent
+    caption = "The stream itself carried no usage (include_usage is off); a non-streamed response always has it."
+    assert caption in [c.value for c in app.caption]
+    usage = json.loads(app.json[0].proto.body)["usage"]  # the response object has it all the same
+    prompt_tokens = len(_template_ids(loaded, prompt))
+    assert usage["prompt_tokens"] == prompt_tokens
+    assert usage["total_tokens"] == prompt_tokens + len(_transformers_greedy(loaded, _template_ids(loaded, prompt)))

@@ -284,9 +284,21 @@ def _check_lesson(app, logits, ids, what_if, expected) -> None:
     assert metrics["Tokens removed"] == f"{logits.size - expected['kept']:,}"
 
 
+def _survivors(expected: dict, size: int) -> list[int]:
+    """Tokens still in play after the vocabulary, the grammar mask, the repetition penalty (which removes none),
+    temperature, top-k, top-p and min-p."""
+    left, counts = size, [size]
+    for stage in ("grammar mask (response_format)", None, "temperature", "top-k", "top-p", "min-p"):
+        left -= expected["removed"].get(stage, 0) if stage else 0
+        counts.append(left)
+    return counts
+
+
 def test_the_lesson_and_metrics_are_the_recomputed_distribution(page):
     app, _, what_if, ids, logits, _ = page
-    _check_lesson(app, logits, ids, what_if, _sample(logits, ids, **what_if))
+    expected = _sample(logits, ids, **what_if)
+    _check_lesson(app, logits, ids, what_if, expected)
+    assert [int(x) for x in _figure(app, "survivors")["data"][0]["x"]] == _survivors(expected, logits.size)
 
 
 def _check_stage_table(app, expected: dict, size: int) -> None:
@@ -413,7 +425,7 @@ def test_the_api_stages_move_and_remove_what_they_say(page, loaded):
 
 
 def test_a_greedy_what_if_keeps_only_the_top_token(page):
-    app, _, what_if, ids, logits, _ = page
+    app, settings, what_if, ids, logits, _ = page
     app.session_state["what_if_temperature"] = 0.0
     app.run()
     assert not app.exception
@@ -421,6 +433,12 @@ def test_a_greedy_what_if_keeps_only_the_top_token(page):
     expected = _sample(logits, ids, **greedy)
     _check_lesson(app, logits, ids, greedy, expected)
     assert any("At temperature 0 decoding is greedy" in info.value for info in app.info)
+    assert [int(x) for x in _figure(app, "survivors")["data"][0]["x"]] == _survivors(expected, logits.size)
+    journey = settings["temperature"]
+    said = next(c.value for c in app.caption if c.value.startswith("Not the journey's settings")
+                or c.value == "The sliders start at the journey's settings.")
+    assert said == ("The sliders start at the journey's settings." if journey == 0 else
+                    f"Not the journey's settings: temperature 0 here, {journey:g} in the journey.")
 
 
 @pytest.fixture(scope="module")
