@@ -128,8 +128,11 @@ def _check_steps(loaded, table, figure: dict, ids: list[int]) -> None:
     assert list(table["Code points emitted"]) == [" ".join(f"U+{ord(c):04X}" for c in e if ord(c) > 127)
                                                   for e, _ in steps]
     assert [e == "(special: not content)" for e in table["Emitted"]] == special
-    bars = figure["data"]
-    assert [int(v) for v in bars[0]["y"]] == [len(p) for p in pieces][:len(bars[0]["y"])]
+    assert list(table["Decoded alone (naive)"]) == [p.decode("utf-8", errors="replace") for p in pieces]
+    bars = figure["data"]  # the first 60 tokens: the bytes each carried, and the bytes held after it
+    shown = min(len(ids), 60)
+    assert [int(v) for v in bars[0]["y"]] == [len(p) for p in pieces][:shown]
+    assert [int(v) for v in bars[1]["y"]] == [len(held) for _, held in steps][:shown]
 
 
 @pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky"])

@@ -324,7 +324,37 @@ def _check_stage_table(app, expected: dict, size: int) -> None:
 
 def test_the_stage_table_says_what_each_stage_moved_and_removed(page):
     app, _, what_if, ids, logits, _ = page
-    _check_stage_table(app, _sample(logits, ids, **what_if), logits.size)
+    expected = _sample(logits, ids, **what_if)
+    _check_stage_table(app, expected, logits.size)
+    # What the token is drawn from: the ten most likely survivors, each beside the model's own probability.
+    bar = _figure(app, "api_drawn_from")["data"][0]
+    final = expected["final"]
+    top = np.lexsort((np.arange(final.size), -final))[:min(10, np.count_nonzero(final))]
+    np.testing.assert_allclose(np.asarray(bar["x"], float), final[top], atol=PROBABILITY_ABS)
+    np.testing.assert_allclose(np.asarray(bar["customdata"], float), _softmax(logits)[top], atol=PROBABILITY_ABS)
+    shown = np.array([_percent(t.removesuffix("%")) for t in bar["text"]])
+    np.testing.assert_allclose(shown, final[top], atol=0.0005 + PROBABILITY_ABS)  # printed to 0.1 points
+
+
+def test_the_live_chart_shows_the_models_top_25(page):
+    app, _, what_if, ids, logits, _ = page
+    (live,) = [c for c in app.get("bidi_component") if c.proto.id.endswith("what_if_live")]
+    data = json.loads(live.proto.json)
+    assert data["settings"] == {knob: what_if[knob] for knob in ("temperature", "top_p", "top_k", "min_p")}
+    model = _softmax(logits)  # "The model's top 25 tokens before and after sampling": its own, before any stage
+    top = np.lexsort((np.arange(logits.size), -model))[:25]
+    assert [row["id"] for row in data["shown"]] == top.tolist()
+    np.testing.assert_allclose([row["base"] for row in data["shown"]], model[top], atol=PROBABILITY_ABS)
+    # The logits the repetition penalty moved, sent beside the raw ones: the prompt's distinct tokens.
+    moved = dict((int(i), v) for i, v in data["moved"])
+    penalty = what_if["repetition_penalty"]
+    if penalty == 1:
+        assert moved == {}
+    else:
+        seen = sorted(set(ids))
+        assert sorted(moved) == seen
+        expected = np.where(logits[seen] > 0, logits[seen] / penalty, logits[seen] * penalty)
+        np.testing.assert_allclose([moved[i] for i in seen], expected, atol=1e-3)
 
 
 def test_the_differences_caption_compares_with_the_journey(page):
