@@ -18,7 +18,8 @@ import torch
 
 from tests.pages.harness import _typed_array, run_page
 
-PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
+# The third answer is Japanese, cut off by max_tokens two bytes into its 16th character.
+PROMPTS = ["What's the capital of India?", "Why is the sky blue?", "How do you say 'thank you' in Japanese?"]
 MAX_TOKENS = 30
 # Example texts for the split-character section: the page's own (emoji), CJK, and one with no split at all.
 EXAMPLES = [None, "寿司 and ramen ok?", "plain words only"]
@@ -78,6 +79,16 @@ def _ends_inside_a_character(pieces: list[bytes], special: list[bool]) -> list[b
     return [bool(held) for _, held in _incremental(pieces, special)]
 
 
+def _content(loaded, ids: list[int]) -> tuple[str, bytes]:
+    """The answer's content and the bytes of a character it stopped inside (never completed: not content). The
+    tokenizer's own decode writes those bytes as one U+FFFD; the content has them dropped."""
+    special_ids = _special_ids(loaded)
+    steps = _incremental(_raw_bytes(loaded, ids), [i in special_ids for i in ids])
+    text, dropped = "".join(e for e, _ in steps), (steps[-1][1] if steps else b"")
+    assert loaded.tokenizer.decode(ids, skip_special_tokens=True) == text + ("\ufffd" if dropped else "")
+    return text, dropped
+
+
 def _shown(text: str) -> str:
     """A token's text as the pages write it, for the plain texts here: ∅ when empty, ␣ a space, ↵ a newline."""
     assert all(c.isprintable() or c == "\n" for c in text), text  # nothing else to make visible here
@@ -121,7 +132,7 @@ def _check_steps(loaded, table, figure: dict, ids: list[int]) -> None:
     assert list(table["Bytes (hex)"]) == [p.hex(" ") for p in pieces]
     steps = _incremental(pieces, special)
     # What the steps emit, joined, is the tokenizer's own decode of the content: nothing lost, nothing doubled.
-    assert "".join(e for e, _ in steps) == loaded.tokenizer.decode(ids, skip_special_tokens=True)
+    assert "".join(e for e, _ in steps) == _content(loaded, ids)[0]
     assert list(table["Emitted"]) == ["(special: not content)" if s else _shown(e) for (e, _), s in zip(steps, special)]
     assert list(table["Held back (hex)"]) == [held.hex(" ") for _, held in steps]
     assert [bool(h) for h in table["Held back (hex)"]] == inside
@@ -135,7 +146,7 @@ def _check_steps(loaded, table, figure: dict, ids: list[int]) -> None:
     assert [int(v) for v in bars[1]["y"]] == [len(held) for _, held in steps][:shown]
 
 
-@pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky"])
+@pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky", "japanese"])
 def page(request, loaded):
     prompt = request.param
     app = run_page("detokenization", prompt=prompt, temperature=0, max_tokens=MAX_TOKENS)
@@ -149,19 +160,29 @@ def test_the_lesson_counts_the_answers_ids_bytes_and_characters(page, loaded):
     pieces = _raw_bytes(loaded, new)
     special_ids = _special_ids(loaded)
     special = [i in special_ids for i in new]
-    text = loaded.tokenizer.decode(new, skip_special_tokens=True)
+    text, dropped = _content(loaded, new)
     lesson = next(m.value for m in app.markdown if m.value.startswith("The model never produces text"))
     assert f"it produced **{len(new)} token ids**" in lesson
-    content_bytes = sum(len(p) for p, s in zip(pieces, special) if not s)
+    content_bytes = sum(len(p) for p, s in zip(pieces, special) if not s) - len(dropped)
     assert f"(**{content_bytes} bytes** of content in all)" in lesson
     assert content_bytes == len(text.encode("utf-8"))
     waits = sum(_ends_inside_a_character(pieces, special))
-    if waits:
-        assert f"**{waits}** of them ended inside a character" in lesson
-    else:
+    if not waits:
         assert "none of them split a character, so nothing had to be held back" in lesson
+    elif not dropped:
+        assert f"**{waits}** of them ended inside a character, so their bytes were **held back** until the next " \
+               "token completed it." in lesson
+    else:  # "until the next token completed it" is not true of the character the answer stopped inside
+        assert "until the next token completed it" not in lesson
+        assert (f"**{waits}** of them ended inside a character, so their bytes were **held back** until a later "
+                f"token completed it; the answer stopped inside its last character, so those **{len(dropped)} "
+                "bytes** never became text and were dropped.") in lesson
+    if PROMPTS[2] in page[1]:
+        assert dropped  # the Japanese answer does stop inside a character: that sentence was checked
     if any(special):
-        assert f"{sum(special)} special token(s) (end of turn) were left out of the content." in lesson
+        n = sum(special)
+        assert (f"{n} special token{'s' * (n != 1)} (end of turn) {'was' if n == 1 else 'were'} left out of the "
+                "content.") in lesson
     else:
         assert "special token" not in lesson
     finish = "stop" if new[-1] in special_ids else "length"
@@ -178,7 +199,7 @@ def test_the_answer_token_by_token(page, loaded):
 
 def test_the_raw_content_and_the_response_object(page, loaded):
     app, _, prompt_ids, new = page
-    text = loaded.tokenizer.decode(new, skip_special_tokens=True)
+    text = _content(loaded, new)[0]
     assert any(code.value == text for code in app.code)  # the raw content, as the client receives it
     response = json.loads(app.json[0].proto.body)
     finish = "stop" if new[-1] in _special_ids(loaded) else "length"
@@ -203,7 +224,7 @@ def test_the_streaming_page_reports_the_same_usage(page, loaded):
     assert not any(c.value.startswith("The stream itself carried no usage") for c in app.caption)
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == (len(prompt_ids), len(new))
     content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
-    assert content == loaded.tokenizer.decode(new, skip_special_tokens=True)
+    assert content == _content(loaded, new)[0]
     assert "gives exactly this content and finish_reason." in next(
         m.value for m in app.markdown if m.value.startswith("`finish_reason`"))
 
