@@ -262,9 +262,12 @@ def choose_token(distribution: SampledDistribution, rng: np.random.Generator) ->
 
 
 def entropy_bits(probs: np.ndarray) -> float:
-    """Shannon entropy in bits; zero-probability tokens contribute nothing."""
+    """Shannon entropy in bits; zero-probability tokens contribute nothing.
+
+    Never below zero: one token at probability 1 gives -(1 * log2 1) = -0.0, which a page printed as
+    "-0.00 bits", and a survivor renormalised to a hair over 1 would give a tiny negative number."""
     p = probs[probs > 0]
-    return float(-(p * np.log2(p)).sum())
+    return max(0.0, float(-(p * np.log2(p)).sum()))
 
 
 def _checked_logits(logits: np.ndarray) -> np.ndarray:

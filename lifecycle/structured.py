@@ -68,7 +68,8 @@ def follow_call(loaded, messages: list[dict], rules: OutputRules, settings: Samp
             _token_text(loaded, favourite), favourite == step.token_id or _survived_the_mask(step, favourite),
             deltas, reader.call.arguments if reader and reader.call else "",
         ))
-    content, calls = read_output(text) if rules.may_call else (text, [])
+    # The final message names the call by the id its stream's first delta carried: one call, one id.
+    content, calls = read_output(text, reader.call_id) if rules.may_call else (text, [])
     if calls and finish_reason == "stop":
         finish_reason = "tool_calls"
     run = StructuredRun(

@@ -260,11 +260,13 @@ def _json_only(response_format: ResponseFormat) -> str | None:
 # --- response side ----------------------------------------------------------------------------
 
 
-def read_output(text: str) -> tuple[str | None, list[ToolCall]]:
-    """The answer's (content, tool_calls): a call is parsed out; any other text is content."""
+def read_output(text: str, call_id: str | None = None) -> tuple[str | None, list[ToolCall]]:
+    """The answer's (content, tool_calls): a call is parsed out; any other text is content.
+
+    ``call_id`` is the id a stream of the same answer already sent (a new one when None)."""
     if not text.startswith("<"):
         return text, []
-    stream = ToolCallStream()
+    stream = ToolCallStream(call_id)
     stream.feed(text)
     return (None, [stream.call]) if stream.call else (text, [])
 

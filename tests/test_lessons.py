@@ -179,3 +179,34 @@ def test_the_kv_cache_sentence_sizes_this_prompts_cache():
     assert "**37 tokens**: **1.63 MiB**" in sentence and "**45.0 KiB** more per generated token" in sentence
     assert "among 3 query heads" in sentence and "3x smaller" in sentence
     assert cache_size(2**20 - 1) == "1,024.0 KiB" and cache_size(2**20) == "1.00 MiB"
+
+
+def test_the_mask_sentence_invents_no_mask_where_no_step_was_narrowed():
+    from lifecycle.lessons import mask_sentence
+
+    free = mask_sentence([49_152] * 9, 0, 49_152)  # tool_choice "none": no grammar ran
+    assert "grammar mask let through" not in free
+    assert free == "No step was narrowed: the model could take any of the 49,152 tokens at every step."
+    call = mask_sentence([1, 1, 8, 48_765, 1], 2, 49_152)
+    assert "between **1** and **48,765** of the 49,152 tokens; **3** steps had exactly one allowed token" in call
+    assert call.endswith("at **2** steps the model's own favourite was masked out.")
+    one = mask_sentence([3, 3], 1, 49_152)
+    assert "let through exactly **3** of the 49,152 tokens; **0** steps" in one and "at **1** step the" in one
+    assert "**1** step had exactly one" in mask_sentence([1, 5], 0, 49_152)
+
+
+def test_the_detokenized_sentence_counts_only_the_bytes_that_became_content():
+    from lifecycle.lessons import detokenized_sentence
+
+    usage = {"prompt_tokens": 41, "completion_tokens": 30, "total_tokens": 71}
+    cut = detokenized_sentence(30, 47, 15, 2, 0, 15, "length", usage)  # stopped two bytes into a character
+    assert "(**45 bytes** of content in all)" in cut and "until the next token completed it" not in cut
+    assert "those **2 bytes** never became text and were dropped" in cut
+    assert "special token" not in cut and "usage of **71 tokens** (41 prompt + 30 completion)" in cut
+    whole = detokenized_sentence(24, 108, 3, 0, 1, 100, "stop", usage)
+    assert "(**108 bytes** of content" in whole and "**3** of them ended inside a character" in whole
+    assert "until the next token completed it" in whole and "dropped" not in whole
+    assert "1 special token (end of turn) was left out of the content." in whole
+    assert "2 special tokens (end of turn) were left out" in detokenized_sentence(3, 5, 0, 0, 2, 5, "stop", usage)
+    plain = detokenized_sentence(1, 5, 0, 0, 0, 5, "length", usage)
+    assert "**1 token id**" in plain and "none of them split a character" in plain

@@ -11,6 +11,7 @@ from lifecycle.sampling import (
     SamplingSettings,
     apply_sampling,
     choose_token,
+    entropy_bits,
     next_token_distribution,
 )
 
@@ -217,3 +218,10 @@ def test_bad_logits_and_previous_ids_are_rejected(logits):
     with pytest.raises(LifecycleError) as caught:
         apply_sampling(logits, SamplingSettings(repetition_penalty=1.2), previous_ids=[logits.size])
     assert caught.value.param == "previous_ids"
+
+
+def test_one_certain_token_has_zero_entropy_not_minus_zero(logits):
+    # A sampled distribution that keeps one token (top-k 1, not greedy) has that token at probability 1.
+    sampled = apply_sampling(logits, SamplingSettings(temperature=0.8, top_k=1))
+    assert sampled.kept == 1 and f"{sampled.entropy_bits:.2f}" == "0.00"
+    assert f"{entropy_bits(np.array([0.0, 1.0]))}" == "0.0"

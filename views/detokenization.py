@@ -11,6 +11,7 @@ import streamlit as st
 from charts.detokenization import bytes_per_token
 from charts.sampling import token_label
 from lifecycle.detokenize import DetokenizedStep, detokenize
+from lifecycle.lessons import detokenized_sentence
 from lifecycle.vocabulary import show_token, token_display
 from lifecycle.stream import assemble
 from lifecycle.tokenize import encode_plain
@@ -62,21 +63,11 @@ def _steps_view(steps: list[DetokenizedStep], key: str) -> None:
 
 def _lesson(answer) -> None:
     steps = answer.detokenized
-    waits = sum(1 for s in steps if s.held)
-    special = sum(1 for s in steps if s.special)
-    total_bytes = sum(len(s.bytes) for s in steps if not s.special)
-    held_note = (f"**{waits}** of them ended inside a character, so their bytes were **held back** until the next "
-                 "token completed it" if waits else
-                 "none of them split a character, so nothing had to be held back (the example below has some)")
-    lesson(
-        f"The model never produces text: it produced **{len(steps)} token ids**. Each id stands for a run of bytes "
-        f"(**{total_bytes} bytes** of content in all), and the bytes are UTF-8 text only once a whole character "
-        f"is there: {held_note}. {f'{special} special token(s) (end of turn) were left out of the content. ' if special else ''}"
-        f"The text became the `content` of the final response: **{len(answer.generation.text):,} characters**, "
-        f"`finish_reason` **{answer.generation.finish_reason}**, and usage of "
-        f"**{answer.response['usage']['total_tokens']} tokens** ({answer.response['usage']['prompt_tokens']} "
-        f"prompt + {answer.response['usage']['completion_tokens']} completion)."
-    )
+    lesson(detokenized_sentence(
+        len(steps), sum(len(s.bytes) for s in steps if not s.special), sum(1 for s in steps if s.held),
+        len(steps[-1].held) if steps else 0, sum(1 for s in steps if s.special), len(answer.generation.text),
+        answer.generation.finish_reason, answer.response["usage"],
+    ))
 
 
 def _open_example() -> None:

@@ -217,7 +217,7 @@ def _nucleus(logits: np.ndarray, what_if: SamplingSettings, previous, sampled: S
     else:
         st.caption(
             f"Top-p keeps the smallest set of most likely tokens whose probabilities add up to at least "
-            f"{what_if.top_p:g}: here **{nucleus:,}** tokens. Curve cut at the {ranks:,} most likely tokens."
+            f"{what_if.top_p:g}: here **{nucleus:,}** token{'s' * (nucleus != 1)}. Curve cut at the {ranks:,} most likely tokens."
         )
 
 
@@ -240,7 +240,7 @@ def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
     distinct = int(np.count_nonzero(counts))
     st.caption(
         f"{draws:,} real draws with choose_token (the function the generation loop uses), seeded with "
-        f"{seed}: **{distinct:,}** different tokens came up. With more draws the shares close in on the "
+        f"{seed}: **{distinct:,}** different token{'s' * (distinct != 1)} came up. With more draws the shares close in on the "
         "probabilities; that gap is just chance."
     )
 
@@ -293,7 +293,7 @@ def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabul
         f"{mask_text} Logit bias adds its value to one token's logit (±100 all but bans or forces it); the "
         "presence penalty subtracts a fixed amount from every token already used, the frequency penalty that "
         "amount times how often it was used. Then the sliders above take over, and "
-        f"**{sampled.kept:,}** tokens stay in play."
+        f"**{sampled.kept:,}** {'token stays' if sampled.kept == 1 else 'tokens stay'} in play."
     )
     st.caption(
         "OpenAI counts presence and frequency penalties over the answer so far; at the answer's first token "

@@ -14,6 +14,7 @@ import streamlit as st
 
 from charts.structured import mask_figure
 from lifecycle.errors import LifecycleError
+from lifecycle.lessons import mask_sentence
 from lifecycle.structured import StructuredRun, follow_call
 from lifecycle.tools import output_rules
 from lifecycle.vocabulary import show_token
@@ -75,18 +76,15 @@ def _request_fields() -> dict:
 
 
 def _lesson(run: StructuredRun) -> None:
-    narrowest = min(step.allowed for step in run.steps)
-    forced = sum(step.allowed == 1 for step in run.steps)
     overruled = sum(not step.model_choice_allowed for step in run.steps)
     cost = (f"The tool definitions cost **{run.tool_tokens:,} prompt tokens** on every call that carries them. "
             if run.tool_tokens else
             f"The schema costs no prompt tokens here: the grammar alone enforces it (written into the prompt it "
             f"would cost **{run.schema_tokens:,}**). ")
     lesson(
-        cost + f"The answer took **{len(run.steps)} tokens**. At every step the grammar mask let through between "
-        f"**{narrowest:,}** and **{max(s.allowed for s in run.steps):,}** of the {run.vocabulary:,} tokens; "
-        f"**{forced}** steps had exactly one allowed token, and at **{overruled}** steps the model's own favourite "
-        f"was masked out. finish_reason: **{run.finish_reason}**."
+        cost + f"The answer took **{len(run.steps)} token{'s' * (len(run.steps) != 1)}**. "
+        + mask_sentence([s.allowed for s in run.steps], overruled, run.vocabulary)
+        + f" finish_reason: **{run.finish_reason}**."
     )
 
 
