@@ -330,9 +330,14 @@ class ApiServer:
 def _context_length_error(window: int, prompt_tokens: int | str, max_tokens: int,
                           headers: dict[str, str]) -> ApiError:
     total = prompt_tokens + max_tokens if isinstance(prompt_tokens, int) else f"more than {window}"
+    # OpenAI's wording for a prompt that alone leaves no room: client libraries classify the error by
+    # its text (langchain-openai's ContextOverflowError reads "Input tokens exceed the configured limit",
+    # the openai SDKs put only the message in the exception's text, never the code).
+    overflow = not isinstance(prompt_tokens, int) or prompt_tokens >= window
+    lead = f"Input tokens exceed the configured limit of {window} tokens. " if overflow else ""
     return ApiError(
         400,
-        f"This model's maximum context length is {window} tokens. However, you requested {total} tokens "
+        f"{lead}This model's maximum context length is {window} tokens. However, you requested {total} tokens "
         f"({prompt_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of "
         "the messages or completion.",
         param="messages", code="context_length_exceeded", headers=headers,
