@@ -105,8 +105,12 @@ def test_logprobs_tokens_join_into_the_content(node_run):
         assert entry["top_logprobs"][0]["token"] == entry["token"]
 
 
-def test_models_list(node_run, loaded):
+def test_models_list_and_retrieve(node_run, loaded):
     assert node_run["models"] == [loaded.name]
+    retrieved = node_run["retrieved"]
+    assert (retrieved["id"], retrieved["object"]) == (loaded.name, "model")
+    unknown = node_run["retrieveUnknown"]
+    assert (unknown["class"], unknown["status"], unknown["code"]) == ("NotFoundError", 404, "model_not_found")
 
 
 def test_wrong_key_is_the_clients_authentication_error(node_run):
@@ -130,4 +134,4 @@ def test_each_refused_call_reached_the_server_once(node_run, api_server):
     """maxRetries was 2 for both refusals: a 401 and a 400 are not retried."""
     assert api_server.refused["unauthorized"] == 1
     statuses = [row.status for row in api_server.log.recent(50)]
-    assert statuses.count(400) == 2
+    assert statuses.count(400) == 2 and statuses.count(404) == 1

@@ -60,6 +60,8 @@ out.logprobs = await client().chat.completions.create({ ...greedy, logprobs: tru
 // The models list through the client's pagination.
 out.models = [];
 for await (const entry of client().models.list()) out.models.push(entry.id);
+out.retrieved = await client().models.retrieve(model);
+out.retrieveUnknown = await expectFailure(() => client().models.retrieve("gpt-9"));
 
 // A wrong key: the client's AuthenticationError, not retried.
 out.badKey = await expectFailure(() => client("sk-not-a-key", 2).chat.completions.create(greedy));
