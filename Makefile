@@ -39,8 +39,20 @@ $(DEV_STAMP): $(RUN_STAMP) requirements-dev.txt
 	$(PY) -m pip install --quiet -r $(VENV)/requirements-dev-reachable.txt
 	touch $@
 
+# The official openai npm package for tests/clients/test_openai_node.py, at package-lock.json's pin, with
+# the machine's node (20 or newer). Without npm nothing is installed and that test fails saying so.
+NODE_CLIENT := tests/clients/node
+NODE_STAMP := $(NODE_CLIENT)/node_modules/.installed
+
+$(NODE_STAMP): $(NODE_CLIENT)/package.json $(NODE_CLIENT)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(NODE_CLIENT) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else \
+		echo "install-dev: npm not found; tests/clients/test_openai_node.py fails until Node.js 20+ and npm are installed" >&2; \
+	fi
+
 install: $(RUN_STAMP)
-install-dev: $(DEV_STAMP)
+install-dev: $(DEV_STAMP) $(NODE_STAMP)
 
 # Browser tests drive Debian's chromium through Playwright, never a downloaded browser build;
 # the Noto fonts let screenshots show CJK, Indic and emoji text.
@@ -86,4 +98,4 @@ remote-check: install-dev
 	$(OFFLINE) $(PY) -m pytest tests/llamacpp -m llamacpp -s
 
 clean:
-	rm -rf $(VENV) .venv312 .venv-llamacpp .pytest_cache
+	rm -rf $(VENV) .venv312 .venv-llamacpp .pytest_cache $(NODE_CLIENT)/node_modules

@@ -133,6 +133,17 @@ def test_models_lists_the_loaded_model_and_needs_a_key(http, base_url, loaded):
     assert_error(httpx.get(f"{base_url}/v1/models"), 401, code="invalid_api_key")
 
 
+def test_a_model_is_retrieved_by_its_id_and_an_unknown_id_is_404(http, base_url, loaded):
+    listed = http.get("/v1/models").json()["data"][0]
+    retrieved = http.get(f"/v1/models/{loaded.name}")
+    assert retrieved.status_code == 200 and retrieved.json() == listed
+    assert retrieved.headers["x-request-id"].startswith("req_")
+    assert_error(http.get("/v1/models/gpt-9"), 404, param="model", code="model_not_found")
+    assert_error(http.get("/v1/models/HuggingFaceTB/not-this-one"), 404, param="model", code="model_not_found")
+    assert_error(httpx.get(f"{base_url}/v1/models/{loaded.name}"), 401, code="invalid_api_key")
+    assert_error(http.delete(f"/v1/models/{loaded.name}"), 405, code="method_not_allowed")
+
+
 def test_unknown_path_and_wrong_method_use_the_envelope(http):
     assert_error(http.get("/v1/nowhere"), 404)
     assert_error(http.get("/v1/chat/completions"), 405, code="method_not_allowed")

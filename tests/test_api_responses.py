@@ -31,6 +31,22 @@ def test_create_answers_like_the_chat_endpoint(sdk, loaded):
     assert response.status == expected
 
 
+def test_usage_counts_the_prompt_tokens_the_prefix_cache_served(sdk, loaded):
+    """The same input again: its prefix comes from the engine's cache, and usage says how much (as on
+    chat completions), plain and streamed."""
+    question = "Which colour is the sky on a clear day?"
+    first = sdk.responses.create(model=loaded.name, input=question, temperature=0, max_output_tokens=4)
+    again = sdk.responses.create(model=loaded.name, input=question, temperature=0, max_output_tokens=4)
+    events = list(sdk.responses.create(model=loaded.name, input=question, temperature=0, max_output_tokens=4,
+                                       stream=True))
+    streamed = events[-1].response  # response.incomplete at 4 tokens (the SDK's stream helper wants completed)
+    assert events[-1].type in ("response.completed", "response.incomplete")
+    assert first.usage.input_tokens == again.usage.input_tokens == streamed.usage.input_tokens
+    for response in (again, streamed):
+        cached = response.usage.input_tokens_details.cached_tokens
+        assert 0 < cached < response.usage.input_tokens, response.usage
+
+
 def test_max_output_tokens_ends_incomplete_with_the_reason(sdk, loaded):
     response = sdk.responses.create(model=loaded.name, input="Tell me a long story.", max_output_tokens=3,
                                     temperature=0)

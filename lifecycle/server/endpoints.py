@@ -28,6 +28,7 @@ from lifecycle.server.calllog import CallLog
 from lifecycle.server.config import ApiConfig
 from lifecycle.server.errors import ApiError
 from lifecycle.server.exchange import Exchange, new_request_id
+from lifecycle.server.fields import shown
 from lifecycle.server.keys import bearer_token, check_api_key
 from lifecycle.server.ratelimit import RateLimiter
 from lifecycle.server.routing import route
@@ -120,11 +121,19 @@ class ApiServer:
     async def models(self, request: Request, exchange: Exchange) -> Response:
         _only(request, "GET")
         self._authenticate(request, exchange)
-        status = model_status()
-        body = {"object": "list", "data": [
-            {"id": status.name, "object": "model", "created": 0, "owned_by": "local"}
-        ]}
+        body = {"object": "list", "data": [_model_object(model_status().name)]}
         return self._finish(exchange, JSONResponse(body))
+
+    async def model(self, request: Request, exchange: Exchange) -> Response:
+        """``GET /v1/models/{model}`` (the SDKs' ``models.retrieve``): the served model's object, or
+        OpenAI's 404 ``model_not_found`` for any other id."""
+        _only(request, "GET")
+        self._authenticate(request, exchange)
+        wanted, name = request.path_params["model"], model_status().name
+        if wanted != name:
+            raise ApiError(404, f"The model {shown(wanted)} does not exist or you do not have access to it.",
+                           param="model", code="model_not_found")
+        return self._finish(exchange, JSONResponse(_model_object(name)))
 
     async def not_found(self, request: Request, exchange: Exchange) -> Response:
         self._authenticate(request, exchange)
@@ -327,12 +336,21 @@ class ApiServer:
         return {name: value for name, value in decision.headers.items() if not name.startswith("retry-after")}
 
 
+def _model_object(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "local"}
+
+
 def _context_length_error(window: int, prompt_tokens: int | str, max_tokens: int,
                           headers: dict[str, str]) -> ApiError:
     total = prompt_tokens + max_tokens if isinstance(prompt_tokens, int) else f"more than {window}"
+    # OpenAI's wording for a prompt that alone leaves no room: client libraries classify the error by
+    # its text (langchain-openai's ContextOverflowError reads "Input tokens exceed the configured limit",
+    # the openai SDKs put only the message in the exception's text, never the code).
+    overflow = not isinstance(prompt_tokens, int) or prompt_tokens >= window
+    lead = f"Input tokens exceed the configured limit of {window} tokens. " if overflow else ""
     return ApiError(
         400,
-        f"This model's maximum context length is {window} tokens. However, you requested {total} tokens "
+        f"{lead}This model's maximum context length is {window} tokens. However, you requested {total} tokens "
         f"({prompt_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of "
         "the messages or completion.",
         param="messages", code="context_length_exceeded", headers=headers,

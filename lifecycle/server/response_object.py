@@ -99,10 +99,11 @@ def _ending(finish_reason: str | None) -> tuple[str, str | None]:
 
 def finished_response(
     request: ResponsesRequest, response_id: str, created_at: int, text: str, finish_reason: str, steps: list,
-    prompt_tokens: int, call_id: str | None = None,
+    prompt_tokens: int, call_id: str | None = None, cached_tokens: int = 0,
 ) -> dict:
     """The final ``response`` object of one generation (its steps give logprobs and the token count);
-    a function call read out of the text (``read_output``) is its one ``function_call`` item."""
+    a function call read out of the text (``read_output``) is its one ``function_call`` item.
+    ``cached_tokens``: the prompt tokens the prefix cache served (``usage.input_tokens_details``)."""
     status, reason = _ending(finish_reason)
     item_status = "completed" if status != "incomplete" else "incomplete"
     calls = read_output(text)[1] if request.may_call else []
@@ -110,12 +111,13 @@ def finished_response(
         call = ToolCall(call_id or calls[0].id, calls[0].name, calls[0].arguments)
         return response_object(request, response_id, created_at, status=status,
                                output=[_function_call(new_id("fc"), call, item_status)],
-                               usage=_usage(prompt_tokens, len(steps)), incomplete=reason)
+                               usage=_usage(prompt_tokens, len(steps)), incomplete=reason,
+                               cached_tokens=cached_tokens)
     logprobs = None if request.top_logprobs is None else [token_logprob(s, request.top_logprobs)
                                                           for s in content_steps(steps)]
     item = _message(new_id("msg"), text, item_status, logprobs)
     return response_object(request, response_id, created_at, status=status, output=[item],
-                           usage=_usage(prompt_tokens, len(steps)), incomplete=reason)
+                           usage=_usage(prompt_tokens, len(steps)), incomplete=reason, cached_tokens=cached_tokens)
 
 
 def function_calls(response: dict) -> list[dict]:
@@ -173,9 +175,10 @@ def _call_events(event: _Sequencer, item_id: str, delta: dict) -> Iterator[Strea
 
 def response_events(
     steps: Iterable, request: ResponsesRequest, response_id: str, prompt_tokens: int, started: float,
-    final: list[dict],
+    final: list[dict], timings: dict | None = None,
 ) -> Iterator[StreamEvent]:
     """The typed events of one generation as it runs; the finished ``response`` is appended to ``final``.
+    ``timings`` is the dict the steps fill (its ``cached_tokens`` goes in the final usage).
 
     Without tools the message item opens at once. With tools the first characters decide: a call
     opens a ``function_call`` item whose arguments stream as ``function_call_arguments.delta``,
@@ -219,7 +222,8 @@ def response_events(
     text = "".join(parts)
     finish_reason = collected[-1].finished if collected else "cancelled"
     response = finished_response(request, response_id, created_at, text, finish_reason, collected, prompt_tokens,
-                                 reader.call_id if reader is not None else None)
+                                 reader.call_id if reader is not None else None,
+                                 cached_tokens=(timings or {}).get("cached_tokens", 0))
     item = response["output"][0]
     if item["type"] == "function_call":
         item["id"] = call_item_id

@@ -38,7 +38,8 @@ class ResponsesJob(GenerationJob):
     def _body(self, results: list[generation.Generation], completion_tokens: int) -> dict:
         result = results[0]
         response = finished_response(self.request, self.response_id, int(time.time()),
-                                     result.text, result.finish_reason, result.steps, len(self.prompt_ids))
+                                     result.text, result.finish_reason, result.steps, len(self.prompt_ids),
+                                     cached_tokens=self.timings.get("cached_tokens", 0))
         self._remember(response)
         return response
 
@@ -49,7 +50,7 @@ class ResponsesJob(GenerationJob):
         self.timings = {}
         final: list[dict] = []
         events = response_events(self._choice_steps()[0], self.request, self.response_id, len(self.prompt_ids),
-                                 exchange.started, final)
+                                 exchange.started, final, self.timings)
         exchange.status, exchange.outcome = 200, "ok"
         held = None
         try:
@@ -70,7 +71,8 @@ class ResponsesJob(GenerationJob):
             response = final[0]
             usage = response["usage"]
             self._usage({"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
-                         "total_tokens": usage["total_tokens"]})
+                         "total_tokens": usage["total_tokens"], "prompt_tokens_details": {
+                             "cached_tokens": usage["input_tokens_details"]["cached_tokens"]}})
             exchange.finish_reason = response["status"]
             self._remember(response)
         elif self.call.cancel.is_set():

@@ -1,5 +1,5 @@
 """The API's routes: ``POST /v1/chat/completions`` and ``POST /v1/responses`` (JSON or SSE),
-``GET /v1/models`` and ``GET /health``.
+``GET /v1/models``, ``GET /v1/models/{model}`` and ``GET /health``.
 
 Streamlit serves them next to the pages (``st.App("app.py", routes=api_routes())``); a plain
 Starlette app can serve them too.
@@ -48,6 +48,7 @@ def api_routes(secrets_: Mapping | None = None, server: ApiServer | None = None)
         for path, handler in (
             ("/health", server.health),
             ("/v1/models", server.models),
+            ("/v1/models/{model:path}", server.model),  # a Hub id holds a "/"
             ("/v1/chat/completions", server.chat_completions),
             ("/v1/responses", server.responses),
             ("/v1/{rest:path}", server.not_found),
