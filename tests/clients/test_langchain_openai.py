@@ -59,6 +59,28 @@ def test_invoke_and_stream_agree_at_temperature_0(base_url, api_server, loaded):
         (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"])
 
 
+def test_the_responses_api_invoke_and_stream_agree(base_url, api_server, loaded):
+    """use_responses_api=True: the same ChatOpenAI on /v1/responses (no seed there: the field does not exist)."""
+    llm = ChatOpenAI(base_url=base_url, api_key=KEY, model=loaded.name, temperature=0, max_tokens=8, max_retries=0,
+                     timeout=120, use_responses_api=True, include_response_headers=True)
+    question = [HumanMessage("Name a fruit.")]
+    answer = llm.invoke(question)
+    assert answer.text and answer.response_metadata["id"].startswith("resp_")
+    row = row_for(api_server, answer.response_metadata["headers"]["x-request-id"])
+    assert row.journey["request"]["path"] == "/v1/responses"
+    usage = answer.usage_metadata
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] and 0 < usage["output_tokens"] <= 8
+    chunks = list(llm.stream(question))
+    whole = chunks[0]
+    for chunk in chunks[1:]:
+        whole += chunk
+    assert whole.text == answer.text
+    streamed = whole.usage_metadata
+    assert (streamed["input_tokens"], streamed["output_tokens"]) == (usage["input_tokens"], usage["output_tokens"])
+    # The same prompt again: the prefix cache served part of it, and langchain reads that from usage.
+    assert 0 < streamed["input_token_details"]["cache_read"] < streamed["input_tokens"]
+
+
 def test_batch_answers_each_prompt(base_url, loaded):
     llm = chat_model(base_url, loaded)
     first, second = llm.batch([[HumanMessage(QUESTION)], [HumanMessage("Name an animal.")]])
