@@ -22,6 +22,7 @@ from lifecycle.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
 from lifecycle.serving import model_status, start_model_loading
 from tests.pages.harness import plotly_figure, run_page
+from tests.pages.recompute import template_ids
 
 # A long prompt too: 1,007 tokens with the template, where the KV cache is no longer small beside the weights.
 LONG = "Sunlight is scattered by the air, and blue light is scattered the most. " * 61
@@ -67,10 +68,6 @@ def _wait_until_engine_idle(loaded, seconds: float = 120) -> None:
     raise AssertionError("the engine never became idle")
 
 
-def _template_ids(loaded, prompt: str) -> list[int]:
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                               tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
 def _next_token_probs(loaded, ids: list[int]) -> np.ndarray:
@@ -146,7 +143,7 @@ def _metrics(app) -> dict[str, str]:
 
 def test_prompt_tokens_agree_with_the_tokenizers_own_template(pages, loaded):
     prompt, opened = pages
-    count = len(_template_ids(loaded, prompt))
+    count = len(template_ids(loaded, prompt))
     assert f"Prefill: {count} tokens in" in _all_text(opened[""])
     assert f"the prefill of {count} prompt tokens" in opened["streaming"].markdown[1].value
     assert f"After reading all {count} prompt tokens" in opened["next-token"].markdown[1].value
@@ -155,7 +152,7 @@ def test_prompt_tokens_agree_with_the_tokenizers_own_template(pages, loaded):
 
 def test_the_top_tokens_share_is_said_as_it_is(pages, loaded):
     prompt, opened = pages
-    probs = _next_token_probs(loaded, _template_ids(loaded, prompt))
+    probs = _next_token_probs(loaded, template_ids(loaded, prompt))
     top = float(probs.max())
     lesson = opened["next-token"].markdown[1].value
     stated = _figure(re.search(r"at \*\*([\d.]+)%\*\*", lesson).group(1)) / 100
@@ -246,7 +243,7 @@ def test_the_kv_cache_is_compared_with_the_weights_it_is_read_beside(pages, load
     config = loaded.model.config
     weights = _weights_read_per_step(config, _packed_shapes(loaded))
     per_token = _cache_bytes_per_token(config)
-    positions = len(_template_ids(loaded, prompt))
+    positions = len(template_ids(loaded, prompt))
     text = _all_text(opened["kv-cache"])
     assert "whatever the prompt's length" not in text
     if positions * per_token / weights >= 0.2:
@@ -290,7 +287,7 @@ def test_the_long_prompt_is_long_enough_to_flip_the_kv_cache_comparison(loaded):
     measured at start, and on a loaded machine fp32 can win a few (seen on Python 3.12: 252 MB a step), which
     moves the flip later; the page's sentence then follows its own numbers (the tests above check that)."""
     config = loaded.model.config
-    positions = len(_template_ids(loaded, LONG))
+    positions = len(template_ids(loaded, LONG))
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     every_shape = {((config.num_attention_heads + 2 * config.num_key_value_heads) * head_dim, config.hidden_size),
                    (config.hidden_size, config.num_attention_heads * head_dim),

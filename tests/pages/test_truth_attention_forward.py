@@ -17,6 +17,7 @@ import torch
 
 from lifecycle.vocabulary import show_token
 from tests.pages.harness import run_page
+from tests.pages.recompute import template_ids
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 PRONOUN_SENTENCE = "The programmer fixed the bug because it caused crashes."
@@ -26,10 +27,6 @@ def _text(app) -> str:
     return " | ".join([m.value for m in app.markdown] + [c.value for c in app.caption]).replace("\\", "")
 
 
-def _template_ids(loaded, prompt: str) -> list[int]:
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                               tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
 def _shown(loaded, token_id: int) -> str:
@@ -81,7 +78,7 @@ def prompt(request):
 
 @pytest.fixture(scope="module")
 def ids(loaded, prompt):
-    return _template_ids(loaded, prompt)
+    return template_ids(loaded, prompt)
 
 
 @pytest.fixture(scope="module")

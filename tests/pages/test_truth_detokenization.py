@@ -11,12 +11,11 @@ the text's own characters, the text with the tokenizer's ``decode``, the prompt 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
-import torch
 
 from tests.pages.harness import _typed_array, run_page
+from tests.pages.recompute import BYTE_OF, template_ids, transformers_greedy
 
 # The third answer is Japanese, cut off by max_tokens two bytes into its 16th character.
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?", "How do you say 'thank you' in Japanese?"]
@@ -25,21 +24,8 @@ MAX_TOKENS = 30
 EXAMPLES = [None, "寿司 and ramen ok?", "plain words only"]
 
 
-def _byte_of_character() -> dict[str, int]:
-    """GPT-2's byte-level alphabet: every byte is written as one printable character in token strings."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1))
-    characters = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            characters.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, characters)}
 
 
-BYTE_OF = _byte_of_character()
 
 
 def _special_ids(loaded) -> set[int]:
@@ -95,21 +81,8 @@ def _shown(text: str) -> str:
     return text.replace(" ", "␣").replace("\n", "↵") if text else "∅"
 
 
-def _template_ids(loaded, prompt: str) -> list[int]:
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                               tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
-def _transformers_greedy(loaded, ids: list[int]) -> list[int]:
-    eos = [loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-    with loaded.lock, torch.inference_mode():
-        out = loaded.model.generate(
-            input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=MAX_TOKENS, do_sample=False, temperature=None, top_p=None, top_k=None,
-            repetition_penalty=None, eos_token_id=eos, pad_token_id=eos[-1],
-        )
-    return out[0, len(ids):].tolist()
 
 
 def _tables(app):
@@ -151,8 +124,8 @@ def page(request, loaded):
     prompt = request.param
     app = run_page("detokenization", prompt=prompt, temperature=0, max_tokens=MAX_TOKENS)
     assert not app.exception and not app.error
-    prompt_ids = _template_ids(loaded, prompt)
-    return app, prompt, prompt_ids, _transformers_greedy(loaded, prompt_ids)
+    prompt_ids = template_ids(loaded, prompt)
+    return app, prompt, prompt_ids, transformers_greedy(loaded, prompt_ids, MAX_TOKENS)[0]
 
 
 def test_the_lesson_counts_the_answers_ids_bytes_and_characters(page, loaded):
@@ -268,6 +241,7 @@ def test_without_include_usage_the_stream_carries_no_usage(loaded):
     caption = "The stream itself carried no usage (include_usage is off); a non-streamed response always has it."
     assert caption in [c.value for c in app.caption]
     usage = json.loads(app.json[0].proto.body)["usage"]  # the response object has it all the same
-    prompt_tokens = len(_template_ids(loaded, prompt))
+    prompt_tokens = len(template_ids(loaded, prompt))
     assert usage["prompt_tokens"] == prompt_tokens
-    assert usage["total_tokens"] == prompt_tokens + len(_transformers_greedy(loaded, _template_ids(loaded, prompt)))
+    answer, _ = transformers_greedy(loaded, template_ids(loaded, prompt), MAX_TOKENS)
+    assert usage["total_tokens"] == prompt_tokens + len(answer)

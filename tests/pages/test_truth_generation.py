@@ -14,9 +14,9 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from tests.pages.harness import run_page
+from tests.pages.recompute import template_ids, transformers_greedy
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 30
@@ -25,25 +25,8 @@ MAX_TOKENS = 30
 PROBABILITY_ABS = 2e-3
 
 
-def _template_ids(loaded, prompt: str) -> list[int]:
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                               tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
-def _transformers_greedy(loaded, ids: list[int]) -> tuple[list[int], np.ndarray]:
-    """transformers' own greedy generation: the new token ids and each step's distribution (softmax of raw logits)."""
-    eos = [loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-    with loaded.lock, torch.inference_mode():
-        out = loaded.model.generate(
-            input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=MAX_TOKENS, do_sample=False, temperature=None, top_p=None, top_k=None,
-            repetition_penalty=None, eos_token_id=eos, pad_token_id=eos[-1],
-            output_logits=True, return_dict_in_generate=True,
-        )
-    new = out.sequences[0, len(ids):].tolist()
-    probs = torch.softmax(torch.stack(out.logits)[:, 0].double(), dim=-1).numpy()
-    return new, probs
 
 
 @pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky"])
@@ -51,8 +34,8 @@ def generation(request, loaded):
     prompt = request.param
     app = run_page("generation", prompt=prompt, temperature=0, max_tokens=MAX_TOKENS)
     assert not app.exception and not app.error
-    ids = _template_ids(loaded, prompt)
-    new, probs = _transformers_greedy(loaded, ids)
+    ids = template_ids(loaded, prompt)
+    new, probs = transformers_greedy(loaded, ids, MAX_TOKENS)
     return app, ids, new, probs
 
 

