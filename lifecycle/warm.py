@@ -18,8 +18,6 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-import httpx
-
 from lifecycle.errors import LifecycleError
 
 WARM_PATH = "/lifecycle/warm"
@@ -89,6 +87,8 @@ def warm_server(base_url: str, api_key: str | None, prompts: Sequence[str], sett
     url = base_url.rstrip("/") + WARM_PATH
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     body = {"prompts": list(prompts), "settings": dict(settings or {})}
+    import httpx  # here, not at the top: the app imports this module at start, and httpx costs ~0.1 s
+
     try:
         with httpx.stream("POST", url, json=body, headers=headers, timeout=httpx.Timeout(timeout, connect=10)) as reply:
             if reply.status_code != 200:

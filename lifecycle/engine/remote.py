@@ -28,8 +28,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-import httpx
-
 from lifecycle.errors import LifecycleError
 from lifecycle.generate import ALTERNATIVES, TOP_LOGPROBS, GenerationStep, TokenLogprob
 from lifecycle.sampling import TokenCandidate
@@ -62,6 +60,8 @@ class RemoteEngine:
         url = self.base_url.rstrip("/") + "/chat/completions"
         reader = _StepReader(token_bytes(loaded), url)
         started = time.perf_counter()
+        import httpx  # here, not at the top: the app imports this module at start, and httpx costs ~0.1 s
+
         try:
             with httpx.stream("POST", url, json=body, headers=headers,
                               timeout=httpx.Timeout(self.timeout, connect=10)) as reply:
