@@ -201,7 +201,7 @@ class ApiServer:
             raise ApiError(503, str(full), type="server_error", code="queue_full", outcome="error",
                            headers={"retry-after": str(full.retry_after), **limits}) from full
         exchange.step("queue", "admitted", f"Queued behind {len(model_queue().snapshot()) - 1} call(s).")
-        job = job_class(self, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
+        job = job_class(self._save, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
         threading.Thread(target=job.run, name=f"generate-{exchange.id}", daemon=True).start()
         if chat.stream:
             headers = {**limits, "cache-control": "no-cache", "x-accel-buffering": "no"}

@@ -1,7 +1,8 @@
 """The worker of one admitted call: generation in its own thread, results handed to the event loop.
 
 It waits its turn in the model queue, generates (a JSON answer or SSE frames as they are made),
-writes the call-log row, then hands over the end of the answer.
+writes the call-log row (through the ``save_call`` it is given, so it needs nothing of the server),
+then hands over the end of the answer.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import asyncio
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -29,9 +30,6 @@ from lifecycle.server.exchange import Exchange
 from lifecycle.tools import read_output
 from lifecycle.serving import LiveCall, model_queue
 
-if TYPE_CHECKING:
-    from lifecycle.server.endpoints import ApiServer
-
 _log = logging.getLogger(__name__)
 
 
@@ -41,9 +39,10 @@ _DONE = object()
 class GenerationJob:
     """One admitted call: generation in its own worker thread, results handed to the event loop."""
 
-    def __init__(self, server: ApiServer, exchange: Exchange, chat: ChatRequest, loaded: LoadedModel,
-                 call: LiveCall, prompt_ids: list[int], max_tokens: int, loop: asyncio.AbstractEventLoop):
-        self.server, self.exchange, self.chat, self.loaded, self.call = server, exchange, chat, loaded, call
+    def __init__(self, save_call: Callable[[Exchange], None], exchange: Exchange, chat: ChatRequest,
+                 loaded: LoadedModel, call: LiveCall, prompt_ids: list[int], max_tokens: int,
+                 loop: asyncio.AbstractEventLoop):
+        self.save_call, self.exchange, self.chat, self.loaded, self.call = save_call, exchange, chat, loaded, call
         self.prompt_ids, self.max_tokens, self.loop = prompt_ids, max_tokens, loop
         self.completion_id = new_completion_id()
         self.items: asyncio.Queue = asyncio.Queue()
@@ -84,7 +83,7 @@ class GenerationJob:
                 {"at": round(exchange.elapsed(), 6), "sse": frame} for frame in tail if self.chat.stream
             )
         finally:
-            self.server._save(exchange)
+            self.save_call(exchange)
             for item in tail:
                 self._emit(item)
             self._emit(_DONE)
