@@ -72,6 +72,25 @@ def probability_mass_sentence(top_probability: float, tokens_for_half: int) -> s
     return f"{words[0].upper()}{words[1:]} of the probability ({top_probability:.1%}) sits in that one token"
 
 
+def tokens_to_reach(probabilities: Sequence[float], share: float) -> tuple[int, float]:
+    """The fewest most-likely tokens whose probabilities reach ``share``, and what they hold together."""
+    held = 0.0
+    for count, probability in enumerate(sorted(probabilities, reverse=True), start=1):
+        held += probability
+        if held >= share:
+            return count, held
+    return len(probabilities), held
+
+
+def ninety_percent_sentence(tokens: int, held: float, vocabulary: int) -> str:
+    """How few tokens hold 90% of the probability, with what they really hold and what the rest share."""
+    rest = vocabulary - tokens
+    if tokens == 1:
+        return f"that token alone holds over 90%, and the other {rest:,} share the remaining {1 - held:.1%}"
+    return (f"the top {tokens:,} together hold {held:.1%} (the fewest that reach 90%), and the other {rest:,} "
+            f"share the remaining {1 - held:.1%}")
+
+
 def prefill_in_ttft(ttft: float, prefill: float) -> str:
     """The prefill as the model's part of this run's time to first token, with its real share."""
     if ttft <= 0:

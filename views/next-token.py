@@ -5,7 +5,7 @@ import streamlit as st
 
 from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
-from lifecycle.lessons import probability_mass_sentence
+from lifecycle.lessons import ninety_percent_sentence, probability_mass_sentence, tokens_to_reach
 from lifecycle.vocabulary import show_token
 from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
@@ -20,17 +20,16 @@ with stage_page("next-token") as settings:
     top = dist.top(TOP_CANDIDATES)
     best = top[0]
     vocab = dist.probs.size
-    ordered = np.sort(dist.probs)[::-1]
-    cumulative = np.cumsum(ordered)
-    half = int(np.searchsorted(cumulative, 0.5)) + 1
-    ninety = int(np.searchsorted(cumulative, 0.9)) + 1
+    probabilities = dist.probs.tolist()
+    half, _ = tokens_to_reach(probabilities, 0.5)
+    ninety, held = tokens_to_reach(probabilities, 0.9)
     effective = 2 ** dist.entropy_bits
     lesson(
         f"After reading all {len(prepared.rendered.ids)} prompt tokens, the model's last position ends in "
         f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
         f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
-        f"{probability_mass_sentence(best.probability, half)}; the top "
-        f"{ninety:,} hold 90%, and the other {vocab - ninety:,} share what is left. The entropy is "
+        f"{probability_mass_sentence(best.probability, half)}; {ninety_percent_sentence(ninety, held, vocab)}. "
+        f"The entropy is "
         f"**{dist.entropy_bits:.2f} bits**: the model is as unsure as a fair choice among about "
         f"**{effective:,.1f}** equally likely tokens."
     )
@@ -47,8 +46,8 @@ with stage_page("next-token") as settings:
     with right:
         st.subheader("The whole vocabulary", anchor=False)
         st.plotly_chart(rank_curve(dist.probs), key="next_token_curve", theme=None)
-        st.caption(f"Every one of the {vocab:,} tokens, sorted by probability; the least likely has "
-                   f"{ordered[-1]:.1e}. A few tokens hold nearly all the mass, then a long tail.")
+        st.caption(f"Every one of the {vocab:,} tokens, sorted by probability: from {best.probability:.1%} for "
+                   f"the top token down to {min(probabilities):.1e} for the least likely.")
 
     st.subheader("Entropy and the greedy choice", anchor=False)
     answer = finished_answer(settings)  # shown when the generation already ran; never waited for here

@@ -60,6 +60,9 @@ def test_rank_curve_spans_the_vocabulary_and_logprob_toggle(run_page, expected):
     curve = plotly_figure(app, "next_token_curve").data[0]
     assert curve.x[0] == 1 and curve.x[-1] == expected.probs.size
     assert curve.y[0] == pytest.approx(expected.probs.max(), rel=1e-4)
+    caption = next(c.value for c in app.caption if c.value.startswith("Every one of the"))
+    assert (f"from {expected.probs.max():.1%} for the top token down to {expected.probs.min():.1e} "
+            "for the least likely") in caption
     app.segmented_control(key="next_token_scale").set_value("log-probability").run()
     assert not app.exception
     bars = plotly_figure(app, "next_token_bars").data[0]
@@ -83,10 +86,13 @@ def test_lesson_counts_where_the_probability_mass_sits(run_page, expected):
     ordered = sorted(expected.probs.tolist(), reverse=True)
     half = next(n for n in range(1, len(ordered) + 1) if sum(ordered[:n]) >= 0.5)
     ninety = next(n for n in range(half, len(ordered) + 1) if sum(ordered[:n]) >= 0.9)
+    held = sum(ordered[:ninety])
     size = expected.probs.size
     assert f"ends in {size:,} scores (logits)" in lesson
     assert (f"the top {half:,} tokens" if half > 1 else "that one token") in lesson
-    assert f"the top {ninety:,} hold 90%, and the other {size - ninety:,} share what is left" in lesson
+    assert ninety > 1  # the prompt's top token holds less than 90%
+    assert (f"the top {ninety:,} together hold {held:.1%} (the fewest that reach 90%), and the other "
+            f"{size - ninety:,} share the remaining {1 - held:.1%}") in lesson
     assert f"about **{2 ** expected.entropy_bits:,.1f}** equally likely tokens" in lesson
     top = expected.top(1)[0]
     assert f"'{show_token(top.text)}' at **{top.probability:.1%}**" in lesson.replace("\\", "")

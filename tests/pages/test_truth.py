@@ -165,6 +165,15 @@ def test_the_top_tokens_share_is_said_as_it_is(pages, loaded):
         _check_share_words(sentence, top)
     else:
         assert f"the top {half:,} tokens" in sentence
+    cumulative = np.cumsum(np.sort(probs)[::-1])
+    ninety = int(np.searchsorted(cumulative, 0.9)) + 1
+    held = float(cumulative[ninety - 1])
+    if ninety == 1:
+        assert f"that token alone holds over 90%, and the other {probs.size - 1:,} share the remaining" in lesson
+    else:
+        stated = re.search(r"the top ([\d,]+) together hold ([\d.]+)% \(the fewest that reach 90%\)", lesson)
+        assert int(stated.group(1).replace(",", "")) == ninety
+        assert _figure(stated.group(2)) / 100 == pytest.approx(held, abs=0.0015)
 
 
 def test_ttft_is_explained_by_what_it_was_made_of(pages):
