@@ -22,6 +22,8 @@ FRACTIONS = (
 ABOUT = 0.025
 # A decode step's cache reads are "a small part" of its weight reads below this share.
 SMALL_SHARE = 0.2
+# A journey's prefill "was held up" when it took more than this many times the same prefill measured alone.
+SLOWED = 2.0
 # Two frames this close together (seconds) arrived together; their steps ended further apart than
 # twice that gap when the reader delivered them late.
 TOGETHER_SECONDS = 0.002
@@ -91,14 +93,20 @@ def ninety_percent_sentence(tokens: int, held: float, vocabulary: int) -> str:
             f"share the remaining {1 - held:.1%}")
 
 
-def prefill_in_ttft(ttft: float, prefill: float) -> str:
-    """The prefill as the model's part of this run's time to first token, with its real share."""
+def prefill_in_ttft(ttft: float, prefill: float, measured_alone: float | None = None) -> str:
+    """The prefill as the model's part of this run's time to first token, with its real share; where it took
+    over ``SLOWED`` times the same prompt's prefill ``measured_alone`` (no cache), it says the run was held up."""
     if ttft <= 0:
         return "The prefill is the model's part of the time to first token."
     share = prefill / ttft
     rest = "" if share > 0.5 else " (the Streaming page says where the rest went)"
+    slowed = ""
+    if measured_alone and prefill > SLOWED * measured_alone:
+        slowed = (f" That is {prefill / measured_alone:,.1f}x the {_ms(measured_alone)} this prompt's prefill took "
+                  "measured alone just now: other work in the server held it up (a server that has just started is "
+                  "still building what the pages inspect, and other visitors share the machine).")
     return (f"The prefill is the model's part of the time to first token: this run's answer had its first token "
-            f"after **{_ms(ttft)}**, of which its prefill took {_ms(prefill)}, {share_in_words(share)}{rest}.")
+            f"after **{_ms(ttft)}**, of which its prefill took {_ms(prefill)}, {share_in_words(share)}{rest}.{slowed}")
 
 
 def crossover_tokens(weight_bytes: int, cache_bytes_per_token: int) -> int:

@@ -57,6 +57,13 @@ def test_prefill_in_ttft_states_this_runs_share():
     assert "about four fifths" in high and "the rest" not in high
 
 
+def test_prefill_in_ttft_says_when_the_journeys_prefill_was_held_up():
+    held_up = prefill_in_ttft(0.9868, 0.8660, measured_alone=0.133)
+    assert "That is 6.5x the 133.0 ms this prompt's prefill took measured alone just now" in held_up
+    assert "held it up" not in prefill_in_ttft(0.9868, 0.2600, measured_alone=0.133)  # 1.95x: within the noise
+    assert "held it up" not in prefill_in_ttft(0.9868, 0.8660)
+
+
 def test_probability_mass_names_the_top_tokens_real_share():
     assert probability_mass_sentence(0.609, 1) == "About three fifths of the probability (60.9%) sits in that one token"
     assert probability_mass_sentence(0.886, 1).startswith("About nine tenths of the probability (88.6%)")

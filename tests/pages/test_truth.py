@@ -198,6 +198,13 @@ def test_ttft_is_explained_by_what_it_was_made_of(pages):
         assert sum(told) + prefill == pytest.approx(ttft, abs=0.3 + unsaid * 1.0)
     kv = _all_text(opened["kv-cache"])
     assert f"first token after **{metric}**" in kv and "That is the time to first token" not in kv
+    journeys = _figure(re.search(r"of which its prefill took ([\d,.]+) ms", kv).group(1))
+    alone = _figure(re.search(r"\(this prompt, \d+ tokens: ([\d,.]+) ms\)", kv).group(1))
+    held_up = re.search(r"That is ([\d,.]+)x the ([\d,.]+) ms this prompt's prefill took measured alone", kv)
+    assert (held_up is not None) == (journeys > 2 * alone + 1)  # the page rounds the measured prefill to 1 ms
+    if held_up:
+        assert _figure(held_up.group(2)) == pytest.approx(alone, abs=0.5)
+        assert _figure(held_up.group(1)) == pytest.approx(journeys / _figure(held_up.group(2)), abs=0.05)
 
 
 def test_the_waterfall_is_where_the_streams_time_went(pages):
