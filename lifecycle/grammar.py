@@ -90,7 +90,7 @@ def parse_response_format(value: object) -> ResponseFormat:
     schema = spec.get("schema", ANY_OBJECT)
     check_schema(schema, f"{where}.schema")
     if strict:
-        check_strict(schema, f"{where}.schema", name)
+        check_strict(schema, f"{where}.schema", f"response_format '{name}'")
     return ResponseFormat("json_schema", schema, name, bool(strict))
 
 
@@ -118,15 +118,15 @@ _SUBSCHEMAS = ("items", "prefixItems", "additionalProperties", "anyOf", "allOf",
                "if", "then", "else")
 
 
-def check_strict(schema: dict, param: str, name: str) -> None:
-    """OpenAI's rules for a ``strict: true`` schema, in its words: every object must set
-    ``additionalProperties: false`` and list every property in ``required`` (optional means nullable).
-    A non-strict schema is taken as JSON Schema reads it, extra keys allowed."""
+def check_strict(schema: dict, param: str, subject: str) -> None:
+    """OpenAI's rules for a ``strict: true`` schema (``subject``: "response_format 'name'" or "function
+    'name'"), in its words: every object must set ``additionalProperties: false`` and list every property
+    in ``required`` (optional means nullable). A non-strict schema is taken as JSON Schema reads it."""
     for path, node in _object_nodes(schema, ()):
         problem = _strict_problem(node)
         if problem:
-            raise LifecycleError(f"Invalid schema for response_format '{name}': In context={path!r}, {problem}",
-                                 param, "invalid_schema")
+            raise LifecycleError(f"Invalid schema for {subject}: In context={path!r}, {problem}", param,
+                                 "invalid_schema")
 
 
 def _object_nodes(node: object, path: tuple) -> Iterator[tuple[tuple, dict]]:

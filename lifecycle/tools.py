@@ -30,6 +30,7 @@ from lifecycle.grammar import (
     SCHEMA_MAPS,
     ResponseFormat,
     check_schema,
+    check_strict,
     json_grammar,
     lark_grammar,
     one_line,
@@ -127,6 +128,8 @@ def _tool(item: object, where: str) -> Tool:
             "invalid_schema",
         )
     strict = spec.get("strict", False)
+    if strict:
+        check_strict(parameters, f"{where}.function.parameters", f"function '{name}'")
     return Tool(name, description, parameters, bool(strict))
 
 

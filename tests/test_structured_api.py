@@ -208,3 +208,22 @@ def test_a_strict_closed_schema_answers_only_its_keys(sdk, loaded):
     answer = json.loads(response.output_text)
     jsonschema.validate(answer, CLOSED_CITY)
     assert set(answer) == {"city", "country"}
+
+
+def test_a_strict_tool_is_refused_unless_its_parameters_are_closed_as_at_openai(sdk, loaded):
+    """A function with strict: true follows the same rules (its parameters are a strict schema); without
+    strict the grammar still holds the call's arguments to the declared keys."""
+    weather = {"name": "get_weather", "strict": True,
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    calls = {
+        "tools[0].function.parameters": lambda: sdk.chat.completions.create(
+            model=loaded.name, messages=QUESTION, max_tokens=30, tools=[{"type": "function", "function": weather}]),
+        "tools[0].parameters": lambda: sdk.responses.create(model=loaded.name, input=QUESTION[0]["content"],
+                                                            max_output_tokens=30, tools=[{"type": "function", **weather}]),
+    }
+    for param, call in calls.items():
+        with pytest.raises(openai.BadRequestError) as caught:
+            call()
+        assert caught.value.body["param"] == param
+        assert ("Invalid schema for function 'get_weather': In context=(), 'additionalProperties' is required to be "
+                "supplied and to be false.") in caught.value.body["message"]
