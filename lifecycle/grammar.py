@@ -15,6 +15,7 @@ import json
 import re
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,6 +89,8 @@ def parse_response_format(value: object) -> ResponseFormat:
         raise LifecycleError(f"Invalid '{where}.strict': expected a boolean.", f"{where}.strict", "invalid_type")
     schema = spec.get("schema", ANY_OBJECT)
     check_schema(schema, f"{where}.schema")
+    if strict:
+        check_strict(schema, f"{where}.schema", f"response_format '{name}'")
     return ResponseFormat("json_schema", schema, name, bool(strict))
 
 
@@ -107,6 +110,54 @@ def check_schema(schema: object, param: str) -> None:
     problem = validate_grammar(json_grammar(schema))
     if problem:
         raise LifecycleError(f"Invalid '{param}': {one_line(problem)}", param, "invalid_schema")
+
+
+# Keywords whose value maps names to schemas, and keywords whose value is a schema or a list of them.
+SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMAS = ("items", "prefixItems", "additionalProperties", "anyOf", "allOf", "oneOf", "not", "contains",
+               "if", "then", "else")
+
+
+def check_strict(schema: dict, param: str, subject: str) -> None:
+    """OpenAI's rules for a ``strict: true`` schema (``subject``: "response_format 'name'" or "function
+    'name'"), in its words: every object must set ``additionalProperties: false`` and list every property
+    in ``required`` (optional means nullable). A non-strict schema is taken as JSON Schema reads it."""
+    for path, node in _object_nodes(schema, ()):
+        problem = _strict_problem(node)
+        if problem:
+            raise LifecycleError(f"Invalid schema for {subject}: In context={path!r}, {problem}", param,
+                                 "invalid_schema")
+
+
+def _object_nodes(node: object, path: tuple) -> Iterator[tuple[tuple, dict]]:
+    """Every object schema in ``node`` with its path of keys (as OpenAI's ``context`` names it)."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _object_nodes(item, (*path, index))
+        return
+    if not isinstance(node, dict):
+        return
+    types = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    if "object" in types or "properties" in node:
+        yield path, node
+    for key, value in node.items():
+        if key in SCHEMA_MAPS and isinstance(value, dict):
+            for sub_name, sub in value.items():
+                yield from _object_nodes(sub, (*path, key, sub_name))
+        elif key in _SUBSCHEMAS:
+            yield from _object_nodes(value, (*path, key))
+
+
+def _strict_problem(node: dict) -> str | None:
+    if node.get("additionalProperties") is not False:
+        return "'additionalProperties' is required to be supplied and to be false."
+    properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    required = node.get("required") if isinstance(node.get("required"), list) else []
+    missing = [key for key in properties if key not in required]
+    if missing:
+        return ("'required' is required to be supplied and to be an array including every key in properties. "
+                f"Missing '{missing[0]}'.")
+    return None
 
 
 def _walk(node: object, root: dict, param: str, depth: int, stack: tuple[str, ...], counts: dict) -> None:

@@ -27,8 +27,10 @@ from lifecycle.errors import LifecycleError
 from lifecycle.grammar import (
     JSON_OPTIONS,
     NAME_PATTERN,
+    SCHEMA_MAPS,
     ResponseFormat,
     check_schema,
+    check_strict,
     json_grammar,
     lark_grammar,
     one_line,
@@ -126,6 +128,8 @@ def _tool(item: object, where: str) -> Tool:
             "invalid_schema",
         )
     strict = spec.get("strict", False)
+    if strict:
+        check_strict(parameters, f"{where}.function.parameters", f"function '{name}'")
     return Tool(name, description, parameters, bool(strict))
 
 
@@ -201,8 +205,7 @@ def call_schema(tools: list[Tool]) -> dict:
     return {**safe_integers(schema), "x-guidance": JSON_OPTIONS}
 
 
-# Keywords whose value maps names to schemas (not a schema itself), and keywords never a schema.
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+# Keywords never a schema (SCHEMA_MAPS: those whose value maps names to schemas).
 _NOT_SCHEMAS = ("enum", "const", "default", "examples", "required")
 
 
@@ -220,7 +223,7 @@ def closed_objects(node: object) -> object:
         return node
     copy = {}
     for key, value in node.items():
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
+        if key in SCHEMA_MAPS and isinstance(value, dict):
             copy[key] = {name: closed_objects(sub) for name, sub in value.items()}
         elif key in _NOT_SCHEMAS:
             copy[key] = value

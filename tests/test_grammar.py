@@ -37,7 +37,7 @@ def json_schema_format(schema, name="answer"):
 def nested(depth: int) -> dict:
     schema: dict = {"type": "string"}
     for _ in range(depth):
-        schema = {"type": "object", "properties": {"inner": schema}, "required": ["inner"]}
+        schema = {"type": "object", "properties": {"inner": schema}, "required": ["inner"], "additionalProperties": False}
     return schema
 
 
@@ -70,10 +70,32 @@ def test_bad_response_formats_are_refused_naming_the_parameter(value, param, wor
 
 
 def test_recursive_schemas_within_the_limits_are_accepted():
-    tree = {"$defs": {"node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+    tree = {"$defs": {"node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                               "required": ["children"], "additionalProperties": False}},
             "$ref": "#/$defs/node"}
     assert parse_response_format(json_schema_format(tree)).schema == tree
     assert parse_response_format(json_schema_format(nested(MAX_NESTING - 1))).type == "json_schema"
+
+
+OPEN = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+
+
+@pytest.mark.parametrize(("schema", "context"), [
+    (OPEN, "()"),
+    ({"type": "array", "items": OPEN}, "('items',)"),
+    ({"anyOf": [{"type": "string"}, OPEN]}, "('anyOf', 1)"),
+    ({"$defs": {"thing": OPEN}, "$ref": "#/$defs/thing"}, "('$defs', 'thing')"),
+    ({"type": "object", "properties": {"a": {"type": ["object", "null"]}}, "required": ["a"],
+      "additionalProperties": False}, "('properties', 'a')"),
+])
+def test_strict_schemas_close_every_object_as_openai_requires(schema, context):
+    with pytest.raises(LifecycleError) as caught:
+        parse_response_format(json_schema_format(schema))
+    assert caught.value.param == "response_format.json_schema.schema"
+    assert f"In context={context}, 'additionalProperties' is required to be supplied and to be false." \
+        in caught.value.message
+    loose = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}  # strict defaults to false
+    assert parse_response_format(loose).schema == schema
 
 
 def test_unbounded_numbers_get_json_safe_bounds_and_explicit_bounds_are_kept():

@@ -61,6 +61,11 @@ def test_replayed_output_items_are_accepted():
     ({"input": "x", "max_output_tokens": 0}, "max_output_tokens", "integer_below_min_value"),
     ({"input": "x", "text": {"format": {"type": "bogus"}}}, "text.format", None),
     ({"input": "x", "text": {"format": "json"}}, "text.format", "invalid_type"),
+    ({"input": "x", "text": {"format": {"type": "json_schema", "name": "a b", "schema": {"type": "object"}}}},
+     "text.format.name", "invalid_value"),  # no json_schema level in text.format, unlike chat's response_format
+    ({"input": "x", "text": {"format": {"type": "json_schema", "name": "a", "strict": True, "schema": {
+        "type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]}}}}, "text.format.schema",
+     "invalid_schema"),
     ({"input": "x", "tools": [{"type": "web_search"}]}, "tools", "unsupported_value"),
     ({"input": "x", "tools": [{"type": "function", "name": "a b"}]}, "tools[0].name", "invalid_value"),
     ({"input": "x", "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools[0].function",

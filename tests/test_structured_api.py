@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import openai
 import pytest
 from openai import OpenAI
@@ -141,3 +142,88 @@ def test_every_choice_follows_the_grammar(sdk, loaded):
     for choice in completion.choices:
         assert choice.finish_reason == "tool_calls" and choice.message.content is None
         assert isinstance(json.loads(choice.message.tool_calls[0].function.arguments), dict)
+
+
+# A schema as people write it: JSON Schema admits keys it does not declare unless told otherwise.
+OPEN_CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
+                                             "country": {"type": "string", "maxLength": 40}},
+             "required": ["city", "country"]}
+CLOSED_CITY = {**OPEN_CITY, "additionalProperties": False}
+NESTED_OPEN = {"type": "object", "properties": {"place": OPEN_CITY}, "required": ["place"], "additionalProperties": False}
+OPTIONAL_KEY = {**CLOSED_CITY, "required": ["city"]}
+CAPITAL = "What is the capital of France? Answer in JSON."
+
+
+def chat_format(schema: dict, strict: bool) -> dict:
+    return {"response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": schema,
+                                                                       "strict": strict}}}
+
+
+def responses_format(schema: dict, strict: bool) -> dict:
+    return {"text": {"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": strict}}}
+
+
+@pytest.mark.parametrize(("schema", "context", "rule"), [
+    (OPEN_CITY, "()", "'additionalProperties' is required to be supplied and to be false"),
+    (NESTED_OPEN, "('properties', 'place')", "'additionalProperties' is required to be supplied and to be false"),
+    (OPTIONAL_KEY, "()", "'required' is required to be supplied and to be an array including every key in "
+                         "properties. Missing 'country'"),
+])
+def test_a_strict_schema_is_refused_unless_closed_and_fully_required_as_at_openai(sdk, loaded, api_server, schema,
+                                                                                  context, rule):
+    """OpenAI's strict mode takes only schemas whose every object sets additionalProperties: false and
+    requires every property; anything else is a 400 before generation, on both endpoints."""
+    calls = {
+        "response_format.json_schema.schema": lambda: sdk.chat.completions.create(
+            model=loaded.name, messages=[{"role": "user", "content": CAPITAL}], max_tokens=30,
+            **chat_format(schema, True)),
+        "text.format.schema": lambda: sdk.responses.create(model=loaded.name, input=CAPITAL, max_output_tokens=30,
+                                                           **responses_format(schema, True)),
+    }
+    for param, call in calls.items():
+        with pytest.raises(openai.BadRequestError) as caught:
+            call()
+        error = caught.value
+        assert error.status_code == 400 and error.body["param"] == param
+        assert f"'city': In context={context}, {rule}." in error.body["message"]
+        assert api_server.log.get(error.response.headers["x-request-id"]).completion_tokens in (None, 0)
+
+
+def test_a_non_strict_open_schema_is_taken_as_sent_and_the_answer_validates(sdk, loaded):
+    """strict: false (the default) accepts the same open schema, as OpenAI does; the grammar still
+    holds the answer to it (the schema is not closed behind the client's back)."""
+    chat = sdk.chat.completions.create(model=loaded.name, messages=[{"role": "user", "content": CAPITAL}],
+                                       temperature=0, max_tokens=40, **chat_format(OPEN_CITY, False))
+    response = sdk.responses.create(model=loaded.name, input=CAPITAL, temperature=0, max_output_tokens=40,
+                                    **responses_format(OPEN_CITY, False))
+    assert chat.choices[0].finish_reason == "stop" and response.status == "completed"
+    for text in (chat.choices[0].message.content, response.output_text):
+        jsonschema.validate(json.loads(text), OPEN_CITY)
+    assert response.text.format.strict is False
+
+
+def test_a_strict_closed_schema_answers_only_its_keys(sdk, loaded):
+    response = sdk.responses.create(model=loaded.name, input=CAPITAL, temperature=0, max_output_tokens=40,
+                                    **responses_format(CLOSED_CITY, True))
+    answer = json.loads(response.output_text)
+    jsonschema.validate(answer, CLOSED_CITY)
+    assert set(answer) == {"city", "country"}
+
+
+def test_a_strict_tool_is_refused_unless_its_parameters_are_closed_as_at_openai(sdk, loaded):
+    """A function with strict: true follows the same rules (its parameters are a strict schema); without
+    strict the grammar still holds the call's arguments to the declared keys."""
+    weather = {"name": "get_weather", "strict": True,
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    calls = {
+        "tools[0].function.parameters": lambda: sdk.chat.completions.create(
+            model=loaded.name, messages=QUESTION, max_tokens=30, tools=[{"type": "function", "function": weather}]),
+        "tools[0].parameters": lambda: sdk.responses.create(model=loaded.name, input=QUESTION[0]["content"],
+                                                            max_output_tokens=30, tools=[{"type": "function", **weather}]),
+    }
+    for param, call in calls.items():
+        with pytest.raises(openai.BadRequestError) as caught:
+            call()
+        assert caught.value.body["param"] == param
+        assert ("Invalid schema for function 'get_weather': In context=(), 'additionalProperties' is required to be "
+                "supplied and to be false.") in caught.value.body["message"]

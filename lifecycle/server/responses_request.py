@@ -134,13 +134,19 @@ class ResponsesRequest:
             return validate_request(payload)
         except LifecycleError as error:
             if error.param and error.param.startswith("response_format"):
-                raise LifecycleError(error.message.replace("response_format", "text.format"),
-                                     "text.format" + error.param.removeprefix("response_format"), error.code) from error
+                raise LifecycleError(text_format_words(error.message), text_format_words(error.param),
+                                     error.code) from error
             if error.param and error.param.startswith(("tools", "tool_choice")):
                 raise LifecycleError(error.message.replace(".function", "").replace('"function": {"name": ...}}',
                                                                                        '"name": ...}'),
                                      error.param.replace(".function", ""), error.code) from error
             raise
+
+
+def text_format_words(text: str) -> str:
+    """A chat ``response_format`` path in Responses words: ``text.format``, whose json_schema fields
+    sit at its top level (``response_format.json_schema.schema`` is ``text.format.schema``)."""
+    return text.replace("response_format.json_schema", "text.format").replace("response_format", "text.format")
 
 
 def chat_tool(tool: Mapping) -> dict:

@@ -3,8 +3,11 @@ usage, and its error classes."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from tests.clients.expected import GreedyAnswer, greedy_answer, text_stream_kinds
 from tests.sdk_server import api_server, base_url  # noqa: F401  (fixtures: this module's own server)
 from tests.test_api import KEY
 
@@ -111,3 +114,54 @@ def test_unknown_model_is_not_found(litellm, base_url, loaded):
         litellm.completion(model="openai/gpt-4o", api_base=base_url, api_key=KEY, messages=QUESTION, max_retries=0)
     assert caught.value.status_code == 404
 
+
+
+# --- the Responses API: litellm.responses ---------------------------------------------------------------------
+
+ITALY = "What is the capital of Italy?"
+
+
+@pytest.fixture(scope="module")
+def italy(loaded) -> GreedyAnswer:
+    return greedy_answer(loaded, ITALY, 32)
+
+
+def respond(litellm, base_url, loaded, **kwargs):
+    settings = {"input": ITALY, "max_output_tokens": 32, "temperature": 0, "max_retries": 0, "timeout": 120} | kwargs
+    return litellm.responses(model=f"openai/{loaded.name}", api_base=base_url, api_key=KEY, **settings)
+
+
+def test_responses_plain_and_streamed_report_the_tokenizers_counts(litellm, base_url, api_server, loaded, italy):
+    assert italy.status == "completed", "the question must end before max_output_tokens"
+    plain = respond(litellm, base_url, loaded)
+    assert plain.id.startswith("resp_") and plain.status == "completed"
+    assert plain.output[0].content[0].text == italy.text
+    assert (plain.usage.input_tokens, plain.usage.output_tokens) == (italy.prompt_tokens, italy.output_tokens)
+    assert plain.usage.total_tokens == italy.prompt_tokens + italy.output_tokens
+
+    events = list(respond(litellm, base_url, loaded, stream=True))
+    kinds = [event.type for event in events]
+    deltas = [event.delta for event in events if event.type == "response.output_text.delta"]
+    assert kinds == text_stream_kinds(len(deltas), "response.completed") and len(deltas) > 1
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    assert "".join(deltas) == italy.text
+    done = events[-1].response
+    assert done.output[0].content[0].text == italy.text
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (italy.prompt_tokens, italy.output_tokens)
+    # The streamed call repeated the plain one's prompt: the prefix cache served all of it but the last token.
+    assert done.usage.input_tokens_details.cached_tokens == italy.cache_serves_on_a_repeat
+    assert plain.usage.input_tokens_details.cached_tokens <= italy.cache_serves_on_a_repeat
+
+
+def test_responses_max_output_tokens_below_16_is_raised_to_16_by_litellm(litellm, base_url, api_server, loaded):
+    """litellm 1.110 lifts max_output_tokens under 16 to 16 before sending (OpenAI's Responses API refuses
+    values below 16 with integer_below_min_value): the server generated and counted what it was sent."""
+    story = "Tell me a long story."
+    expected = greedy_answer(loaded, story, 16)
+    assert expected.status == "incomplete"
+    answer = respond(litellm, base_url, loaded, input=story, max_output_tokens=8)
+    row = max(api_server.log.recent(50), key=lambda r: r.created)
+    assert json.loads(row.journey["request"]["body"])["max_output_tokens"] == 16  # what litellm sent
+    assert answer.status == "incomplete" and answer.incomplete_details.reason == "max_output_tokens"
+    assert answer.usage.output_tokens == row.completion_tokens == expected.output_tokens == 16
+    assert answer.output[0].content[0].text == expected.text

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.clients.expected import greedy_answer
 from tests.sdk_server import api_server, base_url  # noqa: F401  (fixtures: this module's own server)
 from tests.test_api import KEY
 
 MODEL_ID = "lifecycle"
+RESPONSES_ID = "lifecycle-responses"  # the same model through POST /v1/responses (llm's Responses class)
 QUESTION = "Name a colour."
 GREEDY = ["-o", "temperature", "0", "-o", "max_tokens", "8", "-o", "seed", "1"]
 
@@ -30,6 +32,12 @@ def llm_home(base_url, loaded, tmp_path_factory) -> Path:
         f"  model_name: {loaded.name}\n"
         f"  api_base: {base_url}\n"
         f"  api_key_name: {MODEL_ID}\n"
+        f"- model_id: {RESPONSES_ID}\n"
+        f"  model_name: {loaded.name}\n"
+        f"  api_base: {base_url}\n"
+        f"  api_key_name: {MODEL_ID}\n"
+        f"  responses: true\n"
+        f"  supports_schema: true\n"
     )
     (home / "keys.json").write_text(json.dumps({MODEL_ID: KEY, "wrong": "sk-not-a-key"}))
     return home
@@ -49,7 +57,8 @@ def llm(home: Path, *args: str, check: bool = True, stdin: str | None = None) ->
 
 def logged(home: Path, count: int) -> list[dict]:
     """The CLI's own record of its last ``count`` responses (its logs.db), oldest first."""
-    return list(reversed(json.loads(llm(home, "logs", "--json", "-n", str(count)).stdout)))
+    records = json.loads(llm(home, "logs", "--json", "-n", str(count)).stdout)
+    return sorted(records, key=lambda record: record["datetime_utc"])
 
 
 def test_the_model_is_listed(llm_home, loaded):
@@ -109,3 +118,53 @@ def test_too_long_prompt_fails_at_once_with_a_400(llm_home, api_server, loaded):
     assert len(rows) == before + 1, "one call, not retried"
     assert max(rows, key=lambda r: r.created).status == 400
 
+
+
+# --- the Responses API: a model declared with `responses: true` -------------------------------------------------
+
+CAPITAL = "What is the capital of France?"
+
+
+def test_responses_prompt_and_streamed_prompt_log_the_tokenizers_counts(llm_home, api_server, loaded):
+    """The CLI reads a streamed answer's usage from response.completed only: an answer that ends by
+    itself gets it there."""
+    expected = greedy_answer(loaded, CAPITAL, 32)
+    assert expected.status == "completed", "the question must end before max_output_tokens"
+    options = ["-o", "temperature", "0", "-o", "max_tokens", "32"]
+    plain = llm(llm_home, "prompt", "-m", RESPONSES_ID, "--no-stream", "-u", *options, CAPITAL)
+    streamed = llm(llm_home, "prompt", "-m", RESPONSES_ID, "-u", *options, CAPITAL)
+    assert plain.stdout.rstrip("\n") == streamed.stdout.rstrip("\n") == expected.text
+    for record in logged(llm_home, 2):
+        assert record["model"] == RESPONSES_ID and record["response"] == expected.text
+        assert (record["input_tokens"], record["output_tokens"]) == (expected.prompt_tokens, expected.output_tokens)
+    rows = sorted(api_server.log.recent(50), key=lambda r: r.created)[-2:]
+    assert [r.journey["request"]["path"] for r in rows] == ["/v1/responses"] * 2
+
+
+def test_a_streamed_response_cut_by_max_output_tokens_ends_with_response_incomplete(llm_home, api_server, loaded):
+    """Cut by max_output_tokens, the stream ends with response.incomplete (its usage inside), as OpenAI's
+    does; llm 0.36 reads usage only from response.completed, so its log has none for that answer (the
+    same against OpenAI), while the plain call's usage is logged."""
+    story = "Tell me a long story."
+    expected = greedy_answer(loaded, story, 4)
+    assert expected.status == "incomplete"
+    options = ["-o", "temperature", "0", "-o", "max_tokens", "4"]
+    llm(llm_home, "prompt", "-m", RESPONSES_ID, "--no-stream", *options, story)
+    llm(llm_home, "prompt", "-m", RESPONSES_ID, *options, story)
+    plain, streamed = logged(llm_home, 2)
+    assert plain["response"] == streamed["response"] == expected.text
+    assert (plain["input_tokens"], plain["output_tokens"]) == (expected.prompt_tokens, 4)
+    assert (streamed["input_tokens"], streamed["output_tokens"]) == (None, None)
+    row = max(api_server.log.recent(50), key=lambda r: r.created)
+    last = row.journey["frames"][-1]["sse"]
+    assert last.startswith("event: response.incomplete\n")
+    assert json.loads(last.split("data: ", 1)[1])["response"]["usage"]["output_tokens"] == 4
+
+
+def test_a_schema_prompt_through_responses_answers_json_that_validates(llm_home, loaded):
+    """llm sends --schema as a non-strict text.format (its schema has no additionalProperties): taken as
+    sent, as OpenAI takes it."""
+    result = llm(llm_home, "prompt", "-m", RESPONSES_ID, "--schema", "city, country", "-o", "temperature", "0",
+                 "-o", "max_tokens", "60", "Where is the Eiffel Tower?")
+    answer = json.loads(result.stdout)
+    assert isinstance(answer["city"], str) and isinstance(answer["country"], str)

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.clients.expected import GreedyAnswer, greedy_answer, text_stream_kinds
 from tests.sdk_server import api_server, base_url  # noqa: F401  (fixtures: this module's own server)
 from tests.test_api import KEY
 
 NODE_DIR = Path(__file__).parent / "node"
 PINNED = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]["openai"]
+SPAIN = "What is the capital of Spain?"  # the Responses calls' question (max_output_tokens 32, temperature 0)
 
 
 def node_binary() -> str:
@@ -40,7 +42,7 @@ def node_run(base_url, api_server, loaded) -> dict:
     node = node_binary()
     env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
     env |= {"LIFECYCLE_BASE_URL": base_url, "LIFECYCLE_API_KEY": KEY, "LIFECYCLE_MODEL": loaded.name,
-            "LIFECYCLE_CONTEXT_WINDOW": str(loaded.context_window)}
+            "LIFECYCLE_CONTEXT_WINDOW": str(loaded.context_window), "LIFECYCLE_RESPONSES_INPUT": SPAIN}
     result = subprocess.run([node, "checks.mjs"], cwd=NODE_DIR, env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr
@@ -135,3 +137,38 @@ def test_each_refused_call_reached_the_server_once(node_run, api_server):
     assert api_server.refused["unauthorized"] == 1
     statuses = [row.status for row in api_server.log.recent(50)]
     assert statuses.count(400) == 2 and statuses.count(404) == 1
+
+
+@pytest.fixture(scope="module")
+def spain(loaded) -> GreedyAnswer:
+    return greedy_answer(loaded, SPAIN, 32)
+
+
+def test_responses_create_reports_the_tokenizers_counts(node_run, spain, loaded):
+    assert spain.status == "completed", "the question must end before max_output_tokens"
+    response = node_run["response"]
+    assert response["id"].startswith("resp_") and response["model"] == loaded.name
+    assert response["status"] == "completed" and response["output_text"] == spain.text
+    usage = response["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (spain.prompt_tokens, spain.output_tokens)
+    assert usage["input_tokens_details"]["cached_tokens"] <= spain.cache_serves_on_a_repeat
+
+
+def test_responses_stream_true_sends_the_events_the_client_relies_on(node_run, spain):
+    events = node_run["responseEvents"]
+    kinds = [event["type"] for event in events]
+    deltas = [event["delta"] for event in events if event["type"] == "response.output_text.delta"]
+    assert kinds == text_stream_kinds(len(deltas), "response.completed") and len(deltas) > 1
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert len({event["response"]["id"] for event in events if "response" in event}) == 1
+    assert "".join(deltas) == spain.text
+    usage = events[-1]["response"]["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (spain.prompt_tokens, spain.output_tokens)
+    # It repeated the plain call's prompt: the prefix cache served all of it but the last token.
+    assert usage["input_tokens_details"]["cached_tokens"] == spain.cache_serves_on_a_repeat
+
+
+def test_the_responses_stream_helper_assembles_the_final_response(node_run, spain):
+    final = node_run["finalResponse"]
+    assert final["status"] == "completed" and final["output_text"] == spain.text
+    assert final["usage"]["output_tokens"] == spain.output_tokens

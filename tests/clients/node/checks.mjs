@@ -1,5 +1,6 @@
 // The official openai npm package against the in-process API server; run by tests/clients/test_openai_node.py.
-// Reads LIFECYCLE_BASE_URL, LIFECYCLE_API_KEY, LIFECYCLE_MODEL and LIFECYCLE_CONTEXT_WINDOW from the environment
+// Reads LIFECYCLE_BASE_URL, LIFECYCLE_API_KEY, LIFECYCLE_MODEL, LIFECYCLE_CONTEXT_WINDOW and LIFECYCLE_RESPONSES_INPUT
+// (the Responses calls' question) from the environment
 // and prints one JSON object: what the client returned for each call (the Python test checks it).
 import OpenAI from "openai";
 import { VERSION } from "openai/version";
@@ -10,6 +11,7 @@ const model = process.env.LIFECYCLE_MODEL;
 const window = Number(process.env.LIFECYCLE_CONTEXT_WINDOW);
 const messages = [{ role: "user", content: "Name a colour." }];
 const greedy = { model, messages, max_tokens: 8, temperature: 0, seed: 1 };
+const responsesGreedy = { model, input: process.env.LIFECYCLE_RESPONSES_INPUT, max_output_tokens: 32, temperature: 0 };
 
 function client(key = apiKey, maxRetries = 0) {
   return new OpenAI({ baseURL, apiKey: key, maxRetries, timeout: 120_000 });
@@ -77,5 +79,14 @@ out.tooLongStreamed = await expectFailure(async () => {
   });
   for await (const _ of s);
 });
+
+// The Responses API: a plain create (the client adds output_text), the same streamed with stream: true (every
+// event as the client parsed it), and the stream helper, whose finalResponse needs response.completed.
+out.response = await client().responses.create(responsesGreedy);
+out.responseEvents = [];
+for await (const event of await client().responses.create({ ...responsesGreedy, stream: true })) {
+  out.responseEvents.push(event);
+}
+out.finalResponse = await client().responses.stream(responsesGreedy).finalResponse();
 
 process.stdout.write(JSON.stringify(out));
