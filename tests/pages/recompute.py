@@ -46,3 +46,23 @@ def transformers_greedy(loaded, ids: list[int], max_tokens: int) -> tuple[list[i
     new = out.sequences[0, len(ids):].tolist()
     probs = torch.softmax(torch.stack(out.logits)[:, 0].double(), dim=-1).numpy()
     return new, probs
+
+
+def next_token_probs(loaded, ids: list[int]) -> np.ndarray:
+    """The distribution after ``ids`` from transformers' own forward pass of the loaded model."""
+    with loaded.lock, torch.inference_mode():
+        logits = loaded.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    return torch.softmax(logits, dim=-1).numpy()
+
+
+# The engine multiplies the GGUF's packed codes, transformers the same weights in fp32: a probability agrees to
+# about 4e-5 of itself (measured), so two tokens closer than this may swap ranks between the two.
+RANK_RELATIVE = 1e-4
+
+
+def rank_range(probs: np.ndarray, token_id: int) -> range:
+    """The 1-based ranks ``token_id`` can take by probability, given the engine's float rounding."""
+    p = probs[token_id]
+    above = int(np.count_nonzero(probs > p * (1 + RANK_RELATIVE)))
+    level = int(np.count_nonzero(probs >= p * (1 - RANK_RELATIVE)))
+    return range(above + 1, level + 1)

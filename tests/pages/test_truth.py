@@ -16,13 +16,12 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 from lifecycle.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
 from lifecycle.serving import model_status, start_model_loading
 from tests.pages.harness import plotly_figure, run_page
-from tests.pages.recompute import template_ids
+from tests.pages.recompute import next_token_probs, template_ids
 
 # A long prompt too: 1,007 tokens with the template, where the KV cache is no longer small beside the weights.
 LONG = "Sunlight is scattered by the air, and blue light is scattered the most. " * 61
@@ -68,13 +67,6 @@ def _wait_until_engine_idle(loaded, seconds: float = 120) -> None:
     raise AssertionError("the engine never became idle")
 
 
-
-
-def _next_token_probs(loaded, ids: list[int]) -> np.ndarray:
-    """The distribution after ``ids`` from transformers' own forward pass of the loaded model."""
-    with loaded.lock, torch.inference_mode():
-        logits = loaded.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
-    return torch.softmax(logits, dim=-1).numpy()
 
 
 def _weights_read_per_step(config, packed_shapes: set[tuple[int, int]]) -> int:
@@ -152,7 +144,7 @@ def test_prompt_tokens_agree_with_the_tokenizers_own_template(pages, loaded):
 
 def test_the_top_tokens_share_is_said_as_it_is(pages, loaded):
     prompt, opened = pages
-    probs = _next_token_probs(loaded, template_ids(loaded, prompt))
+    probs = next_token_probs(loaded, template_ids(loaded, prompt))
     top = float(probs.max())
     lesson = opened["next-token"].markdown[1].value
     stated = _figure(re.search(r"at \*\*([\d.]+)%\*\*", lesson).group(1)) / 100
