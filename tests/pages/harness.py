@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import plotly.graph_objects as go
 
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from ui.stages import stage
@@ -36,6 +39,24 @@ def run_page(url_path: str = "", timeout: float = TIMEOUT, **settings: object) -
     if url_path:
         app.switch_page(stage(url_path).script)  # the first run opens this page, like a deep link
     return app.run()
+
+
+def run_page_with_downloads(url_path: str = "", **settings: object) -> tuple[AppTest, dict[str, bytes]]:
+    """``run_page``, and the bytes each st.download_button would hand the browser, by the button's key."""
+    storages: list[MemoryMediaFileStorage] = []
+
+    def keep(endpoint: str) -> MemoryMediaFileStorage:
+        storages.append(MemoryMediaFileStorage(endpoint))
+        return storages[-1]
+
+    with mock.patch("streamlit.testing.v1.app_test.MemoryMediaFileStorage", side_effect=keep):
+        app = run_page(url_path, **settings)
+    files = {}
+    for button in app.get("download_button"):
+        name = os.path.basename(button.proto.url)
+        files[button.proto.id] = next(s.get_file(name).content for s in storages if os.path.splitext(name)[0]
+                                      in s._files_by_id)
+    return app, files
 
 
 def _query_value(value: object) -> str:
