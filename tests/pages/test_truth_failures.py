@@ -11,15 +11,12 @@ page's max_tokens, and the cost ledger by arithmetic on the page's own prices.
 from __future__ import annotations
 
 import re
-import time
 
 import openai
 import pytest
 
 from lifecycle.faults.plan import Fault
-from lifecycle.server.demo import DemoGateway
-from lifecycle.serving import model_status
-from tests.pages.harness import run_page, texts
+from tests.pages.harness import run_page, texts, wait_for_api
 from tests.pages.recompute import sdk_default_retries, sdk_retries, sdk_sleep, template_ids, transformers_greedy
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
@@ -32,11 +29,7 @@ CUT_AFTER = 3
 @pytest.fixture(scope="module", autouse=True)
 def api_ready(loaded):
     """The API the demo gateway forwards to is loaded, as it is in the running app."""
-    DemoGateway()
-    deadline = time.monotonic() + 120
-    while model_status().state != "ready" and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert model_status().state == "ready"
+    wait_for_api()
 
 
 @pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky"])
