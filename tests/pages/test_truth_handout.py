@@ -79,6 +79,14 @@ def test_the_lesson_counts_what_the_file_holds(handout):
     charts = sum(s["charts"] for s in sections.values())
     assert f"**{len(sections)} stages**" in lesson and f"**{charts} interactive charts**" in lesson
     assert f"({len(handout['bytes']) / 2**20:,.1f} MiB in all)" in lesson
+    # The retry policy and the Agents page's tools are the same for every prompt (the SDK's constants, the page's
+    # tool list, checked below): the file must not pass them off as this run's numbers.
+    others = ["Failures and retries", "Agents and their attack surface"]
+    assert "each with its key numbers from this run" not in lesson
+    assert (f"{len(sections) - len(others)} with their key numbers from this run and {len(others)} "
+            f"({' and '.join(others)}) with what the installed SDK and the Agents page do") in lesson
+    assert (f"Every number below was measured on the real model for this prompt, except in {' and '.join(others)}"
+            in handout["document"])
     # "Plotly's JavaScript is inside the file ... opens with no network": nothing is fetched from elsewhere.
     assert not re.search(r"<script[^>]*\ssrc=|<link[^>]*\shref=", handout["document"])
     assert "Plotly.newPlot" in handout["document"] and len(handout["bytes"]) > 2**20
