@@ -16,6 +16,11 @@ from openai._base_client import httpx2
 from openai._models import FinalRequestOptions
 
 
+# A long prompt: 1,007 tokens with the template, where the KV cache is no longer small beside the weights and
+# the pages' token lists are cut.
+LONG_PROMPT = "Sunlight is scattered by the air, and blue light is scattered the most. " * 61
+
+
 def _gpt2_alphabet() -> dict[int, str]:
     """The character each byte is written as in a byte-level BPE token string."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(

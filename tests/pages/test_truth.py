@@ -21,10 +21,9 @@ from lifecycle.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
 from lifecycle.serving import model_status, start_model_loading
 from tests.pages.harness import plotly_figure, run_page
-from tests.pages.recompute import kv_bytes_per_token, next_token_probs, template_ids
+from tests.pages.recompute import LONG_PROMPT, kv_bytes_per_token, next_token_probs, template_ids
 
-# A long prompt too: 1,007 tokens with the template, where the KV cache is no longer small beside the weights.
-LONG = "Sunlight is scattered by the air, and blue light is scattered the most. " * 61
+LONG = LONG_PROMPT  # a long prompt too: 1,007 tokens with the template
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?", LONG]
 # Plain fractions a page may read a share as, and the share each means.
 FRACTION_WORDS = {

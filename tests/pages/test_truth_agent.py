@@ -64,6 +64,8 @@ def test_the_loops_sentence_counts_its_own_rounds(agent):
     assert f"made **{_plural(len(table), 'call')}** of the model and {outcome}" in lesson
     assert f"ran **{_plural(len(calls), 'tool call')}** here ({errors} answered with an error)" in lesson
     assert len(results) == len(calls)
+    assert "the first round must call one (tool_choice required)" in lesson and table["tool call"].iloc[0]
+    assert table["finish_reason"].iloc[0] == "tool_calls"
     for call, result in zip(calls, map(json.loads, results)):
         name, arguments = re.fullmatch(r"(\w+)\((.*)\)", call).groups()
         if name == "calculate" and "error" not in result:

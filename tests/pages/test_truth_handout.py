@@ -23,11 +23,12 @@ import pytest
 from lifecycle.vocabulary import show_token
 from tests.pages.harness import run_page, run_page_with_downloads
 from tests.pages.recompute import (
-    kv_bytes_per_token, lens_tops, next_token_probs, openai_token_count, sdk_default_retries, sdk_retries,
+    LONG_PROMPT, kv_bytes_per_token, lens_tops, next_token_probs, openai_token_count, sdk_default_retries, sdk_retries,
     sdk_sleep, template_ids, transformers_greedy,
 )
 
-PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
+PROMPTS = ["What's the capital of India?", "Why is the sky blue?", LONG_PROMPT]
+SHOWN_TOKENS = 80  # the Tokenization stage lists this many of the prompt's tokens
 MAX_TOKENS = 30
 PROBABILITY_ABS = 0.0015  # the engine's and transformers' probabilities, as printed to 0.1%
 
@@ -54,7 +55,7 @@ def _size(count: int) -> str:
     return f"{count / 1024:,.1f} KiB" if count < 2**20 else f"{count / 2**20:,.2f} MiB"
 
 
-@pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky"])
+@pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky", "long"])
 def handout(request) -> dict:
     prompt = request.param
     app, files = run_page_with_downloads("handout", prompt=prompt, temperature=0, max_tokens=MAX_TOKENS)
@@ -109,6 +110,9 @@ def test_the_prompts_tokens_and_the_window(handout, loaded, answer):
     assert facts["Tokenization"]["characters per token"] == f"{len(prompt) / tokens:.2f}"
     for name in ("o200k_base", "cl100k_base"):
         assert facts["Tokenization"][f"tokens with {name}"] == f"{openai_token_count(name, prompt):,}"
+    listed = re.search(r"<h2>\d+\. Tokenization</h2>.*?<pre>(.*?)</pre>", handout["document"], re.S).group(1)
+    pieces = html.unescape(listed).removesuffix(" …").split(" | ")
+    assert len(pieces) == min(tokens, SHOWN_TOKENS) and html.unescape(listed).endswith(" …") == (tokens > SHOWN_TOKENS)
     window = loaded.model.config.max_position_embeddings
     assert facts["Context window"] == {"prompt tokens with template": f"{len(ids):,}", "window": f"{window:,}",
                                        "reserved for the answer": f"{MAX_TOKENS:,}",
@@ -223,8 +227,8 @@ def test_the_other_pages_state_the_same_request_stream_and_prefill(handout):
     home_text = " ".join([m.value for m in home.markdown] + [c.value for c in home.caption])
     prefill = re.search(r"Prefill: \d+ tokens in ([\d,.]+ m?s)\b", home_text).group(1)
     generation = sections["Generation"]["facts"]
-    assert _ms(generation["prefill"]) == pytest.approx(_ms(prefill), abs=0.5 if prefill.endswith(" ms") else 5)
+    assert _ms(generation["prefill"]) == pytest.approx(_ms(prefill), abs=0.5 if prefill.endswith(" ms") else 50)
     steps, mean = re.search(r"Decode: (\d+) tokens, ([\d,.]+ m?s) each on average", home_text).groups()
     assert _ms(generation["decode, all steps"]) == pytest.approx(int(steps) * _ms(mean),
-                                                                abs=0.5 + int(steps) * (0.5 if "ms" in mean else 5))
+                                                                abs=0.5 + int(steps) * (0.5 if "ms" in mean else 50))
     assert math.isclose(int(steps), int(generation["tokens generated"]))

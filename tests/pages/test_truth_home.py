@@ -71,7 +71,7 @@ def test_the_calls_length_is_the_streams_last_event_and_the_models_work_its_part
     frames = next(frame.value for frame in streaming.dataframe if "Kind" in frame.value.columns)
     took = re.search(r"Your prompt's call took \*\*([\d.,]+) (ms|s)\*\*", home["text"]).groups()
     last = float(frames["At (ms)"].iloc[-1])
-    assert _ms(*took) == pytest.approx(last, abs=0.5 if took[1] == "ms" else 5)
+    assert _ms(*took) == pytest.approx(last, abs=0.5 if took[1] == "ms" else 50)
     model = _ms(*re.search(r"decode steps — took \*\*([\d.,]+) (ms|s)\*\*", home["text"]).groups())
     prefill = _ms(*re.search(r"Prefill: \d+ tokens in ([\d.,]+) (ms|s)\b", home["text"]).groups())
     steps, mean, unit = re.search(r"Decode: (\d+) tokens, ([\d.,]+) (ms|s) each", home["text"]).groups()
