@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +69,17 @@ def run_page_with_downloads(url_path: str = "", **settings: object) -> tuple[App
         files[button.proto.id] = next(s.get_file(name).content for s in storages if os.path.splitext(name)[0]
                                       in s._files_by_id)
     return app, files
+
+
+def duration_ms(text: str) -> float:
+    """A duration as the pages write it ("0.42 ms", "1,907.3 ms", "16.4 s") in milliseconds."""
+    number, unit = re.fullmatch(r"([\d,.]+) (ms|s)", text).groups()
+    return float(number.replace(",", "")) * (1000 if unit == "s" else 1)
+
+
+def duration_rounding(text: str) -> float:
+    """Half the last printed digit of such a duration, in ms, made generous: to the ms, or a tenth of a second."""
+    return 0.5 if text.endswith(" ms") else 50.0
 
 
 def _query_value(value: object) -> str:

@@ -61,6 +61,12 @@ def transformers_greedy(loaded, ids: list[int], max_tokens: int) -> tuple[list[i
     return new, probs
 
 
+def finish_reason(loaded, new: list[int]) -> str:
+    """Why a greedy answer of these ids ended: "stop" on an end-of-sequence token, otherwise "length"."""
+    eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    return "stop" if new and new[-1] in eos else "length"
+
+
 def next_token_probs(loaded, ids: list[int]) -> np.ndarray:
     """The distribution after ``ids`` from transformers' own forward pass of the loaded model."""
     with loaded.lock, torch.inference_mode():

@@ -17,12 +17,17 @@ import pytest
 
 from lifecycle.faults.plan import Fault
 from tests.pages.harness import run_page, texts, wait_for_api
-from tests.pages.recompute import sdk_default_retries, sdk_retries, sdk_sleep, template_ids, transformers_greedy
+from tests.pages.recompute import (
+    finish_reason, sdk_default_retries, sdk_retries, sdk_sleep, template_ids, transformers_greedy,
+)
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 SIDEBAR_MAX_TOKENS = 30
 CAP = 24  # the page's own cap on an answer's tokens, which its caption states
 ROUNDED = 0.005  # a sleep printed to 2 decimals
+# A sleep is measured by the gateway, from an attempt's answer to the next arrival: the SDK's own sleep plus its
+# handling of the answer and the next request's trip, a few ms on a quiet machine, more on a loaded one.
+HANDLING = 0.15
 CUT_AFTER = 3
 
 
@@ -67,11 +72,6 @@ def _sleeps(summary: str) -> list[float]:
     return [float(s) for s in re.findall(r"([\d.]+) s", between.group(1))] if between else []
 
 
-def _finish(loaded, new: list[int]) -> str:
-    eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
-    return "stop" if new and new[-1] in eos else "length"
-
-
 def test_the_policy_the_lessons_state_is_the_installed_sdks(prompt):
     app = run_page("failures", prompt=prompt, temperature=0, max_tokens=SIDEBAR_MAX_TOKENS)
     assert not app.exception and not app.error
@@ -108,10 +108,10 @@ def test_a_500_twice_is_retried_in_the_sdks_backoff_and_answered_greedily(prompt
     assert len(sleeps) == 2
     for retries_taken, (sleep, before, after) in enumerate(zip(sleeps, arrived, arrived[1:])):
         low, high = sdk_sleep(retries_taken, 1.0), sdk_sleep(retries_taken, 0.0)
-        assert low - ROUNDED <= sleep <= high + ROUNDED
+        assert low - ROUNDED <= sleep <= high + HANDLING
         assert sleep <= after - before + 0.01  # the gateway saw the next attempt only after the sleep
         assert f"sleep {retries_taken + 1}: {sleep:.2f} s, backoff allows {low:.2f}–{high:.2f} s" in text
-    assert f"Then it returned the answer (finish_reason {_finish(loaded, new)})." in summary
+    assert f"Then it returned the answer (finish_reason {finish_reason(loaded, new)})." in summary
     assert f"max_tokens is capped at {CAP} here" in text  # the sidebar asked for more
     assert loaded.tokenizer.decode(new, skip_special_tokens=True) in texts(app)
     assert f"usage: {len(ids)} prompt + {len(new)} completion tokens" in text
@@ -136,7 +136,7 @@ def test_a_429_waits_exactly_its_retry_after(prompt):
     assert list(table["status"]) == [429, 200]
     summary = next(m.value for m in app.markdown if m.value.startswith("The SDK made"))
     (sleep,) = _sleeps(summary)
-    assert sleep == pytest.approx(sdk_sleep(0, 0.5, 1.0), abs=ROUNDED)
+    assert sdk_sleep(0, 0.5, 1.0) - ROUNDED <= sleep <= sdk_sleep(0, 0.5, 1.0) + HANDLING
     assert f"sleep 1: {sleep:.2f} s for retry-after 1 s" in _text(app)
 
 
@@ -163,5 +163,5 @@ def test_a_cut_stream_is_paid_for_again(prompt, answer, loaded):
     assert int(paid.group(1).replace(",", "")) == len(ids)
     assert 0 <= int(paid.group(2).replace(",", "")) <= len(ids)
     assert f"answered {len(new):,} token(s) in" in again
-    assert f"finish_reason **{_finish(loaded, new)}**" in again
+    assert f"finish_reason **{finish_reason(loaded, new)}**" in again
     assert loaded.tokenizer.decode(new, skip_special_tokens=True) in texts(app)

@@ -21,9 +21,9 @@ import openai
 import pytest
 
 from lifecycle.vocabulary import show_token
-from tests.pages.harness import run_page, run_page_with_downloads
+from tests.pages.harness import duration_ms, duration_rounding, run_page, run_page_with_downloads
 from tests.pages.recompute import (
-    LONG_PROMPT, kv_bytes_per_token, lens_tops, next_token_probs, openai_token_count, sdk_default_retries, sdk_retries,
+    LONG_PROMPT, finish_reason, kv_bytes_per_token, lens_tops, next_token_probs, openai_token_count, sdk_default_retries, sdk_retries,
     sdk_sleep, template_ids, transformers_greedy,
 )
 
@@ -43,12 +43,6 @@ def _sections(document: str) -> dict[str, dict]:
         found[title] = {"summary": html.unescape(re.search(r"<p>(.*?)</p>", body, re.S).group(1)), "facts": facts,
                         "charts": body.count('<div class="chart"')}
     return found
-
-
-def _ms(text: str) -> float:
-    """A duration as the pages write it ("269 ms", "1,907 ms", "1.23 s") in milliseconds."""
-    number, unit = re.fullmatch(r"([\d,.]+) (ms|s)", text).groups()
-    return float(number.replace(",", "")) * (1000 if unit == "s" else 1)
 
 
 def _size(count: int) -> str:
@@ -162,9 +156,7 @@ def test_the_next_token_and_the_logit_lens_are_the_models_own(handout, loaded, a
 def test_the_answer_and_its_usage_are_transformers_greedy_answer(handout, loaded, answer):
     facts = {t: s["facts"] for t, s in handout["sections"].items()}
     ids, new = answer
-    eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
-    ended = bool(new) and new[-1] in eos
-    finish = "stop" if ended else "length"
+    finish = finish_reason(loaded, new)
     completion = len(new)  # the end-of-sequence token is a step of its own, as the Generation page counts it
     assert facts["Generation"]["tokens generated"] == str(completion)
     assert facts["Generation"]["finish_reason"] == finish
@@ -221,14 +213,14 @@ def test_the_other_pages_state_the_same_request_stream_and_prefill(handout):
     content = frames[frames["Kind"] == "content"]
     stream = sections["Streaming"]["facts"]
     assert stream["events"] == str(len(frames))
-    assert _ms(stream["time to first token"]) == pytest.approx(float(content["At (ms)"].iloc[0]), abs=0.5)
+    assert duration_ms(stream["time to first token"]) == pytest.approx(float(content["At (ms)"].iloc[0]), abs=0.5)
     gaps = content["Since previous (ms)"].iloc[1:].astype(float)
     assert float(stream["tokens per second"]) == pytest.approx(1000 / gaps.mean(), abs=0.05 + 0.01 * len(gaps))
     home_text = " ".join([m.value for m in home.markdown] + [c.value for c in home.caption])
     prefill = re.search(r"Prefill: \d+ tokens in ([\d,.]+ m?s)\b", home_text).group(1)
     generation = sections["Generation"]["facts"]
-    assert _ms(generation["prefill"]) == pytest.approx(_ms(prefill), abs=0.5 if prefill.endswith(" ms") else 50)
+    assert duration_ms(generation["prefill"]) == pytest.approx(duration_ms(prefill), abs=duration_rounding(prefill))
     steps, mean = re.search(r"Decode: (\d+) tokens, ([\d,.]+ m?s) each on average", home_text).groups()
-    assert _ms(generation["decode, all steps"]) == pytest.approx(int(steps) * _ms(mean),
-                                                                abs=0.5 + int(steps) * (0.5 if "ms" in mean else 50))
+    assert duration_ms(generation["decode, all steps"]) == pytest.approx(int(steps) * duration_ms(mean),
+                                                                abs=0.5 + int(steps) * duration_rounding(mean))
     assert math.isclose(int(steps), int(generation["tokens generated"]))

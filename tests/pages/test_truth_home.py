@@ -15,8 +15,8 @@ import re
 import numpy as np
 import pytest
 
-from tests.pages.harness import run_page
-from tests.pages.recompute import next_token_probs, template_ids, transformers_greedy
+from tests.pages.harness import duration_ms, duration_rounding, run_page
+from tests.pages.recompute import finish_reason, next_token_probs, template_ids, transformers_greedy
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 30
@@ -34,14 +34,13 @@ def home(request, loaded) -> dict:
 
 
 def _ms(number: str, unit: str) -> float:
-    return float(number.replace(",", "")) * (1000 if unit == "s" else 1)
+    return duration_ms(f"{number} {unit}")
 
 
 def test_each_stage_line_is_this_prompts(home, loaded):
     text, ids, new, config = home["text"], home["ids"], home["new"], loaded.model.config
     tokens = len(loaded.tokenizer.encode(home["prompt"], add_special_tokens=False))
-    eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
-    finish = "stop" if new[-1] in eos else "length"
+    finish = finish_reason(loaded, new)
     assert f"1 message(s), stream=true, max_tokens={MAX_TOKENS}; built in" in text
     assert re.search(rf"\b{tokens} tokens in [\d.,]+ (ms|s)\b", text)
     assert (f"Chat template: {len(ids)} tokens in all ({len(ids) - tokens} added by the template) of "
@@ -71,7 +70,7 @@ def test_the_calls_length_is_the_streams_last_event_and_the_models_work_its_part
     frames = next(frame.value for frame in streaming.dataframe if "Kind" in frame.value.columns)
     took = re.search(r"Your prompt's call took \*\*([\d.,]+) (ms|s)\*\*", home["text"]).groups()
     last = float(frames["At (ms)"].iloc[-1])
-    assert _ms(*took) == pytest.approx(last, abs=0.5 if took[1] == "ms" else 50)
+    assert _ms(*took) == pytest.approx(last, abs=duration_rounding(" ".join(took)))
     model = _ms(*re.search(r"decode steps — took \*\*([\d.,]+) (ms|s)\*\*", home["text"]).groups())
     prefill = _ms(*re.search(r"Prefill: \d+ tokens in ([\d.,]+) (ms|s)\b", home["text"]).groups())
     steps, mean, unit = re.search(r"Decode: (\d+) tokens, ([\d.,]+) (ms|s) each", home["text"]).groups()

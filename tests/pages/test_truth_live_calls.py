@@ -17,8 +17,8 @@ import re
 import pytest
 
 from lifecycle.vocabulary import show_token
-from tests.pages.harness import page_api, run_page, sdk_client, texts, wait_for_api
-from tests.pages.recompute import LONG_PROMPT, template_ids, transformers_greedy
+from tests.pages.harness import duration_ms, duration_rounding, page_api, run_page, sdk_client, texts, wait_for_api
+from tests.pages.recompute import LONG_PROMPT, finish_reason, template_ids, transformers_greedy
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?", LONG_PROMPT]
 TOKENS_SHOWN = 64  # the prompt tokens the page decodes one by one
@@ -69,16 +69,6 @@ def _text(app) -> str:
     return " | ".join([m.value for m in app.markdown] + [c.value for c in app.caption]).replace("\\", "")
 
 
-def _ms(text: str) -> float:
-    number, unit = re.fullmatch(r"([\d,.]+) (ms|s)", text).groups()
-    return float(number.replace(",", "")) * (1000 if unit == "s" else 1)
-
-
-def _rounding(text: str) -> float:
-    """Half the last printed digit of a duration, in ms: "1,234 ms" to the ms, "16.4 s" to a tenth of a second."""
-    return 0.5 if text.endswith(" ms") else 50.0
-
-
 def _content_times(app) -> list[float]:
     """Arrival (ms) of each frame whose JSON carries a text delta, parsed from the raw SSE the table shows."""
     frames = _table(app, "sent")
@@ -94,8 +84,7 @@ def _content_times(app) -> list[float]:
 
 def test_the_usage_and_the_answer_are_the_models_greedy_answer(call, truth, loaded):
     ids, new = truth
-    eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
-    finish = "stop" if new[-1] in eos else "length"
+    finish = finish_reason(loaded, new)
     metrics = _metrics(call["app"])
     assert metrics["Prompt tokens"] == str(len(ids)) == str(call["usage"]["prompt_tokens"])
     assert metrics["Completion tokens"] == str(len(new))
@@ -136,13 +125,13 @@ def test_ttft_gaps_and_speed_are_the_frames_own(call, truth):
                        r"\(time to first token\), then the tokens came ([\d,.]+) ms apart on average", _text(app))
     assert int(lesson.group(1)) == len(frames)
     metrics = _metrics(app)
-    assert _ms(metrics["TTFT"]) == pytest.approx(content[0], abs=_rounding(metrics["TTFT"]) + ROUNDING_MS)
+    assert duration_ms(metrics["TTFT"]) == pytest.approx(content[0], abs=duration_rounding(metrics["TTFT"]) + ROUNDING_MS)
     assert lesson.group(2) == metrics["TTFT"]
     gaps = [b - a for a, b in zip(content, content[1:])]
     assert float(lesson.group(3).replace(",", "")) == pytest.approx(sum(gaps) / len(gaps), abs=0.5 + ROUNDING_MS)
     speed = (len(content) - 1) / ((content[-1] - content[0]) / 1000)
     assert float(metrics["Tokens/s"].replace(",", "")) == pytest.approx(speed, rel=1e-3, abs=0.05)
-    assert _ms(metrics["Total time"]) >= float(frames["at (ms)"].iloc[-1]) - _rounding(metrics["Total time"])
+    assert duration_ms(metrics["Total time"]) >= float(frames["at (ms)"].iloc[-1]) - duration_rounding(metrics["Total time"])
 
 
 def test_the_usage_chunk_is_the_sdks(call):
