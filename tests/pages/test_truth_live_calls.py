@@ -22,7 +22,7 @@ from tests.pages.recompute import LONG_PROMPT, finish_reason, template_ids, tran
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?", LONG_PROMPT]
 TOKENS_SHOWN = 64  # the prompt tokens the page decodes one by one
-PART_CHARS = 200  # of each prompt part's text in the budget table
+PART_CHARS = 200  # of each prompt part's text in the budget table; a cut one must end in "…"
 KEY = "sk-truth-live-" + "5e4d3c2b1a0f" * 2
 KEY_NAME = "truth-live"
 MAX_TOKENS = 30
@@ -111,7 +111,8 @@ def test_the_tokens_and_the_budget_are_the_tokenizers_own(call, truth, loaded):
     parts = _table(app, "part").set_index("part")
     assert parts["tokens"].sum() == window
     assert parts.loc["output reserve (max_tokens)", "tokens"] == MAX_TOKENS and parts.loc["free", "tokens"] == free
-    assert parts.loc["new message", "text"] == call["prompt"][:PART_CHARS]
+    prompt = call["prompt"]
+    assert parts.loc["new message", "text"] == (prompt if len(prompt) <= PART_CHARS else f"{prompt[:PART_CHARS]}…")
 
 
 def test_ttft_gaps_and_speed_are_the_frames_own(call, truth):
