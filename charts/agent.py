@@ -32,13 +32,14 @@ def compliance_figure(cases: Sequence[str], first_token: Sequence[float], leaks:
 
 
 def roads_figure(roads: Sequence[str], largest: Sequence[float], narrowest: float) -> go.Figure:
-    """One bar per road: its largest logit difference from the alone road (log axis), with the alone
-    road's narrowest top-two gap as a dashed line: a bar must reach it before a greedy pick can change."""
+    """One bar per road: its largest logit difference from the alone road (log axis), with half the alone
+    road's narrowest top-two gap as a dashed line: a bar must reach it before a greedy pick can change, since a
+    pick flips only when the best logit falls and the second rises by a whole gap between them."""
     figure = go.Figure(go.Bar(
         x=[wrap_label(road, 12) for road in roads], y=[max(value, 1e-9) for value in largest],
         marker_color=OKABE_ITO[5], text=[f"{value:.1e}" if value else "0 (exact)" for value in largest],
         textposition="outside", cliponaxis=False, hovertemplate="%{x}: %{y:.2e}<extra></extra>"))
-    figure.add_hline(y=narrowest, line_dash="dash", line_color="grey")
+    figure.add_hline(y=narrowest / 2, line_dash="dash", line_color="grey")
     figure.update_layout(template=TEMPLATE, showlegend=False, height=380,
                          yaxis=dict(title=axis_title("Largest logit difference", "log scale"), type="log",
                                     exponentformat="power"))

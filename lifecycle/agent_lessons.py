@@ -36,9 +36,17 @@ def tendency_sentence(draws: int, leaks_without: int, leaks_with: int, mass_with
 
 
 def injection_sentence(draws: int, leaks_plain: int, leaks_hidden: int, mass_plain: float, mass_hidden: float) -> str:
-    """How far the rule hidden in a pasted document moved the answers and the first token."""
-    return (f"Hidden in the retrieved document, the same rule moved the answers that say the phrase from "
-            f"**{leaks_plain}** to **{leaks_hidden} of {draws}**, and the first-token probability "
+    """How far the rule hidden in a pasted document moved the answers and the first token; when it moved
+    neither, the page says so instead of drawing the lesson from no effect."""
+    if leaks_plain == leaks_hidden and round(100 * mass_plain) == round(100 * mass_hidden):
+        return (f"Hidden in the retrieved document, the same rule changed nothing measurable here: "
+                f"**{leaks_hidden} of {draws}** answers say the phrase with it and without it, and the first-token "
+                f"probability {_moved(mass_plain, mass_hidden)}. Pasted text can still steer a model (indirect "
+                "prompt injection); this run shows no effect, not safety.")
+    answers = (f"did not change how many answers say the phrase (**{leaks_hidden} of {draws}**)"
+               if leaks_plain == leaks_hidden else
+               f"moved the answers that say the phrase from **{leaks_plain}** to **{leaks_hidden} of {draws}**")
+    return (f"Hidden in the retrieved document, the same rule {answers}, and the first-token probability "
             f"{_moved(mass_plain, mass_hidden)}: text an application pastes into a message is read like "
             "any other instruction (indirect prompt injection).")
 
@@ -50,7 +58,7 @@ def roads_sentence(steps: int, largest: Sequence[tuple[str, float]], changed: Se
     if worst == 0.0:
         return (f"Every road gave the alone answer's logits **bit for bit** over its {steps} tokens here: on this "
                 "machine these kernels add in the same order. That is this machine's luck, not a promise.")
-    listed = ", ".join(f"{name} **{value:.1e}**" for name, value in largest)
+    listed = ", ".join(f"{name} **{value:.1e}**" if value else f"{name} **0** (bit for bit)" for name, value in largest)
     flips = [(name, steps_) for name, steps_ in changed if steps_]
     if flips:
         where = "; ".join(f"{name} at step{'s' * (len(s) > 1)} {', '.join(map(str, s))}" for name, s in flips)
@@ -60,7 +68,8 @@ def roads_sentence(steps: int, largest: Sequence[tuple[str, float]], changed: Se
         outcome = (f"and no greedy pick changed over the {steps} tokens: the narrowest gap between the two best "
                    f"logits was **{narrowest:.3g}** (step {narrowest_step}), **{ratio:,.0f}×** the largest "
                    "difference.")
-    return (f"The same prompt at temperature 0 gets different logits on different roads (largest difference: "
+    differ = "on some roads" if any(value == 0.0 for _, value in largest) else "on different roads"
+    return (f"The same prompt at temperature 0 gets different logits {differ} (largest difference: "
             f"{listed}), because each kernel adds the same products in another order, {outcome}")
 
 

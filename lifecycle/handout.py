@@ -33,6 +33,7 @@ class HandoutSection:
     facts: list[tuple[str, str]]
     figures: list[str] = field(default_factory=list)
     literal: str = ""  # text shown as-is in a monospace block (a request body, the answer)
+    from_run: bool = True  # False: its numbers are not this run's (the SDK's retry policy, the Agents page's tools)
 
 
 def _failures_section() -> HandoutSection:
@@ -45,7 +46,7 @@ def _failures_section() -> HandoutSection:
         "jitter (or what a retry-after asks), never a 400 or 401.",
         [("openai SDK", policy.version), ("retries by default", str(policy.default_max_retries)),
          ("first backoff", f"{shortest:.3f}-{longest:.3f} s"), ("longest backoff", f"{policy.max_delay:g} s"),
-         ("retry-after honoured up to", f"{policy.max_retry_after:g} s")])
+         ("retry-after honoured up to", f"{policy.max_retry_after:g} s")], from_run=False)
 
 
 def _agents_section(request) -> HandoutSection:
@@ -58,7 +59,7 @@ def _agents_section(request) -> HandoutSection:
         "part of this journey: the Agents page runs it on the model.",
         [("tools offered in this request", str(len(request.output.tools))),
          ("local tools on the Agents page", ", ".join(tool.name for tool in LOCAL_TOOLS)),
-         ("a guardrail's stop reason", GUARDRAIL_FINISH_REASON)])
+         ("a guardrail's stop reason", GUARDRAIL_FINISH_REASON)], from_run=False)
 
 
 def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, heads: int, kv_heads: int) -> list[HandoutSection]:
@@ -143,6 +144,24 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
     ]
 
 
+def _not_from_run(sections: Sequence[HandoutSection]) -> str:
+    return " and ".join(s.title for s in sections if not s.from_run)
+
+
+def handout_lesson(sections: Sequence[HandoutSection], size_bytes: int) -> str:
+    """The Handout page's lesson: what the file holds, counted, and which stages' numbers are not this run's."""
+    charts = sum(len(s.figures) for s in sections)
+    others = [s for s in sections if not s.from_run]
+    numbers = ("each with its key numbers from this run" if not others else
+               f"{len(sections) - len(others)} with their key numbers from this run and {len(others)} "
+               f"({_not_from_run(sections)}) with what the installed SDK and the Agents page do, which this run "
+               "does not use")
+    return (f"One file with this prompt's whole journey: **{len(sections)} stages**, {numbers}, and **{charts} "
+            f"interactive charts** (zoom, hover). Plotly's JavaScript is inside the file ({size_bytes / 2**20:,.1f} "
+            "MiB in all), so it opens in any browser with no network and nothing to install: hand it out at the end "
+            "of a workshop, or keep it next to your notes.")
+
+
 def _settles_at(guesses: Sequence[int], final: int) -> int:
     layer = len(guesses)
     while layer > 0 and guesses[layer - 1] == final:
@@ -177,6 +196,8 @@ def render_handout(journey: Journey, sections: Sequence[HandoutSection], plotly_
             f'<section id="stage-{number}"><h2>{number}. {esc(section.title)}</h2><p>{esc(section.summary)}</p>'
             f'<table class="facts">{facts}</table>{literal}{"".join(figures)}</section>'
         )
+    except_ = _not_from_run(sections)
+    except_ = f", except in {esc(except_)}: what the installed SDK and the Agents page do" if except_ else ""
     toc = "".join(f'<li><a href="#stage-{n}">{esc(s.title)}</a></li>' for n, s in enumerate(sections, start=1))
     summary = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in (overview or {}).items())
     data = script_json("[" + ",".join(charts) + "]")
@@ -190,7 +211,7 @@ def render_handout(journey: Journey, sections: Sequence[HandoutSection], plotly_
 </head><body><main>
 <h1>One prompt's journey through an LLM API call</h1>
 <p class="meta">Model {esc(journey.model_name)} · made {esc(created.strftime("%Y-%m-%d %H:%M UTC"))} with LLM Request
-Lifecycle. Every number below was measured on the real model for this prompt. This file works offline.</p>
+Lifecycle. Every number below was measured on the real model for this prompt{except_}. This file works offline.</p>
 <h3>The prompt</h3><pre>{esc(journey.input.prompt)}</pre>
 <table class="facts">{summary}</table>
 <nav><ol>{toc}</ol></nav>

@@ -17,6 +17,15 @@ def test_the_tendency_sentence_follows_the_counts():
 def test_the_injection_sentence_states_both_moves():
     text = injection_sentence(12, 1, 0, 0.12, 0.09)
     assert "from **1** to **0 of 12**" in text and "fell from **12%** to **9%**" in text
+    counts_only = injection_sentence(12, 2, 2, 0.30, 0.12)
+    assert "did not change how many answers say the phrase (**2 of 12**)" in counts_only
+    assert "fell from **30%** to **12%**" in counts_only and "moved the answers" not in counts_only
+
+
+def test_the_injection_sentence_draws_no_lesson_from_no_effect():
+    nothing = injection_sentence(12, 3, 3, 0.301, 0.298)
+    assert "changed nothing measurable here" in nothing and "stayed at **30%**" in nothing
+    assert "is read like any other instruction" not in nothing and "moved" not in nothing
 
 
 def test_the_roads_sentence_exact_unchanged_and_flipped():
@@ -24,6 +33,10 @@ def test_the_roads_sentence_exact_unchanged_and_flipped():
     assert "bit for bit" in exact
     kept = roads_sentence(12, [("batch", 6e-5), ("one pass", 3e-5)], [("batch", []), ("one pass", [])], 9, 0.0168)
     assert "batch **6.0e-05**" in kept and "no greedy pick changed over the 12 tokens" in kept
+    assert "different logits on different roads" in kept
+    some = roads_sentence(12, [("batch", 6e-5), ("other threads", 0.0)], [("batch", []), ("other threads", [])], 9,
+                          0.0168)
+    assert "different logits on some roads" in some and "other threads **0** (bit for bit)" in some
     assert "**0.0168** (step 9), **280×**" in kept
     flipped = roads_sentence(12, [("batch", 0.02)], [("batch", [4, 7])], 4, 0.01)
     assert "change the greedy pick (batch at steps 4, 7)" in flipped and "no greedy pick" not in flipped

@@ -165,8 +165,9 @@ def _temperature_zero(messages: list[dict], loaded) -> None:
     st.plotly_chart(roads_figure([r.name for r in run.roads], [r.largest for r in run.roads], gap),
                     key="agent_roads", theme=None)
     st.caption(f"Each bar: the largest difference from the alone road (prefill, then one token a step: {run.kernel}) "
-               f"over the answer's {len(run.answer_ids)} tokens. Dashed line: the narrowest gap between the alone "
-               "road's two best logits; a road must reach it before a greedy pick can change.")
+               f"over the answer's {len(run.answer_ids)} tokens. Dashed line: half the narrowest gap between the alone "
+               "road's two best logits; a road must reach it before a greedy pick can change (the best logit "
+               "falling and the second rising by half the gap each close it).")
     with st.expander("Each road, and one logit summed in two orders", icon=":material/functions:"):
         s = run.summation
         st.markdown(summation_sentence(s.forward, s.backward, s.exact, s.terms))

@@ -5,6 +5,7 @@ import streamlit as st
 
 from charts.handout import handout_document
 from lifecycle.forward import token_text
+from lifecycle.handout import handout_lesson
 from lifecycle.journey import Journey
 from lifecycle.kv_cache import KVCacheShape
 from lifecycle.model import LoadedModel
@@ -25,13 +26,7 @@ with stage_page("handout") as settings:
     loaded = loaded_model()
     with st.spinner("Writing the handout…"):
         html, sections = handout(settings, journey, loaded)
-    charts = sum(len(s.figures) for s in sections)
-    lesson(
-        f"One file with this prompt's whole journey: **{len(sections)} stages**, each with its key numbers from this "
-        f"run, and **{charts} interactive charts** (zoom, hover). Plotly's JavaScript is inside the file "
-        f"({len(html) / 2**20:,.1f} MiB in all), so it opens in any browser with no network and nothing to install: "
-        "hand it out at the end of a workshop, or keep it next to your notes."
-    )
+    lesson(handout_lesson(sections, len(html.encode("utf-8"))))
     st.download_button("Download the handout (HTML)", html, file_name="llm-request-journey.html", mime="text/html",
                        type="primary", icon=":material/download:", key="handout_download")
     st.subheader("What is inside", anchor=False)

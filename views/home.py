@@ -95,7 +95,8 @@ def _small_model_note(model) -> None:
         "hosted model. At the default temperature 0 it always takes "
         "the most likely token and answers New Delhi; at temperature "
         f"{WRONG_DRAW['temperature']:g} with seed {WRONG_DRAW['seed']} it says \"{WRONG_DRAW['answer']}\" "
-        f"After \"The capital of India is\" its odds were {odds}: the seeded draw landed on the third "
+        f"After \"The capital of India is\" its odds at temperature {WRONG_DRAW['temperature']:g} were {odds}: the "
+        "seeded draw landed on the third "
         "choice. Sampling gives unlikely tokens a chance, and sometimes they win.",
         icon=":material/info:",
     )

@@ -43,6 +43,7 @@ from ui.text import literal, ms
 
 RECENT = 200  # calls listed in the table
 TOKENS_SHOWN = 64  # prompt tokens decoded one by one
+PART_CHARS = 200  # of each prompt part's text in the budget table; a longer one ends in "…"
 BODY_CHARS = 20_000  # of a raw request body
 WATCH_SECONDS = 2.0  # how often an idle page looks for new calls
 LIVE_SECONDS = 1.0  # how often it refreshes while a call is in flight
@@ -230,7 +231,8 @@ def _tokens(journey: dict) -> None:
     )
     if budget:
         st.plotly_chart(budget_chart([("this call", budget)]), key="call_budget", theme=None)
-        parts = [{"part": s.name, "tokens": s.tokens, "text": s.text[:200]} for s in budget.segments]
+        parts = [{"part": s.name, "tokens": s.tokens,
+                  "text": s.text if len(s.text) <= PART_CHARS else f"{s.text[:PART_CHARS]}…"} for s in budget.segments]
         parts += [{"part": "output reserve (max_tokens)", "tokens": budget.output_reserve, "text": ""},
                   {"part": "free", "tokens": budget.free, "text": ""}]
         st.dataframe(parts, hide_index=True)

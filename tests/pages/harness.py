@@ -11,11 +11,26 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
+import openai
 import plotly.graph_objects as go
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
 
+from lifecycle.server import routes
+from lifecycle.server.calllog import default_call_log_path
+from lifecycle.server.config import ApiConfig
+from lifecycle.server.endpoints import ApiServer
+from lifecycle.serving import model_status, start_model_loading
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from ui.stages import stage
@@ -36,6 +51,35 @@ def run_page(url_path: str = "", timeout: float = TIMEOUT, **settings: object) -
     if url_path:
         app.switch_page(stage(url_path).script)  # the first run opens this page, like a deep link
     return app.run()
+
+
+def run_page_with_downloads(url_path: str = "", **settings: object) -> tuple[AppTest, dict[str, bytes]]:
+    """``run_page``, and the bytes each st.download_button would hand the browser, by the button's key."""
+    storages: list[MemoryMediaFileStorage] = []
+
+    def keep(endpoint: str) -> MemoryMediaFileStorage:
+        storages.append(MemoryMediaFileStorage(endpoint))
+        return storages[-1]
+
+    with mock.patch("streamlit.testing.v1.app_test.MemoryMediaFileStorage", side_effect=keep):
+        app = run_page(url_path, **settings)
+    files = {}
+    for button in app.get("download_button"):
+        name = os.path.basename(button.proto.url)
+        files[button.proto.id] = next(s.get_file(name).content for s in storages if os.path.splitext(name)[0]
+                                      in s._files_by_id)
+    return app, files
+
+
+def duration_ms(text: str) -> float:
+    """A duration as the pages write it ("0.42 ms", "1,907.3 ms", "16.4 s") in milliseconds."""
+    number, unit = re.fullmatch(r"([\d,.]+) (ms|s)", text).groups()
+    return float(number.replace(",", "")) * (1000 if unit == "s" else 1)
+
+
+def duration_rounding(text: str) -> float:
+    """Half the last printed digit of such a duration, in ms, made generous: to the ms, or a tenth of a second."""
+    return 0.5 if text.endswith(" ms") else 50.0
 
 
 def _query_value(value: object) -> str:
@@ -60,3 +104,30 @@ def _typed_array(item: dict):
     values = np.frombuffer(base64.b64decode(item["bdata"]), dtype=item["dtype"])
     shape = item.get("shape")
     return values.reshape([int(n) for n in str(shape).split(",")]) if shape else values
+
+
+@contextmanager
+def page_api(keys: dict[str, str]) -> Iterator[ApiServer]:
+    """The real API with these keys (name -> key), logging where the pages read (the test session's throwaway
+    call log), as the process-wide server the Live calls page shows, as it is when app.py serves both."""
+    made = ApiServer(ApiConfig(keys=keys, call_log=default_call_log_path()))
+    previous, routes._default_server = routes._default_server, made
+    try:
+        yield made
+    finally:
+        routes._default_server = previous
+
+
+def sdk_client(server: ApiServer, key: str) -> openai.OpenAI:
+    """The official openai SDK calling ``server``'s routes in-process, without retries."""
+    client = TestClient(Starlette(routes=routes.api_routes(server=server)))
+    return openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=client, max_retries=0)
+
+
+def wait_for_api(seconds: float = 120) -> None:
+    """The API's model is loaded (app.py starts loading it on its first run), so no call meets a 503 of its own."""
+    start_model_loading()
+    deadline = time.monotonic() + seconds
+    while model_status().state != "ready":
+        assert time.monotonic() < deadline, f"the API never got ready: {model_status()}"
+        time.sleep(0.2)

