@@ -1,7 +1,9 @@
 """Page timings in a real browser, for ``make bench``.
 
 ``page_open_rows`` measures every page's open time itself: it is given the app's base URL and a Playwright
-browser (Debian's chromium, launched once by bench/__main__.py as tests/browser/conftest.py launches it). The
+browser (Debian's chromium, launched once by bench/__main__.py as tests/browser/conftest.py launches it), each
+visit a new tab (a new session, plotly.js run again). ``page_switch_rows`` times the same pages reached from
+inside one session, by a sidebar link, as a visitor walks the journey. The
 other functions read back what the browser suite's instant-control tests wrote under tests/browser/screenshots/
 ("-" and the test to run when it has not run yet). Each returns ``(name, figure, target)`` rows.
 """
@@ -23,13 +25,26 @@ INSTANT_FILE = "instant-generation.json"  # tests/browser/test_instant_generatio
 VIEWPORT = {"width": 1366, "height": 768}
 TIMEOUT_MS = 600_000  # the warming visit of a fresh server waits for the model and the prompt's results
 # The script run has finished (the h1 is only there once the page's script started), the page's main
-# visual is in the main area and every Plotly chart has drawn its SVG (plotly.js arrives after the script).
+# visual is in the main area and every Plotly chart has drawn its SVG. plotly.js is a 4.7 MB chunk Streamlit
+# loads only once a page holds a chart; until it has run, each chart (and any other element whose code is
+# still loading) is a skeleton without the stPlotlyChart test id, so "no skeleton left" is part of drawn.
+_DRAWN = """
+    && main.querySelector(visual) && !main.querySelector('[data-testid="stSkeleton"]')
+    && [...main.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
 _OPENED = """(visual) => {
   const app = document.querySelector('[data-testid="stApp"]');
   const main = document.querySelector('[data-testid="stMain"]');
   return app && main && main.querySelector('[data-testid="stMainBlockContainer"] h1')
-    && app.dataset.testScriptState === 'notRunning' && main.querySelector(visual)
-    && [...main.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'));
+    && app.dataset.testScriptState === 'notRunning'""" + _DRAWN + """;
+}"""
+# The same after a page switch inside one session: the h1 is the new page's and no element of the page
+# left is still on screen (Streamlit marks those stale until the new page's run has replaced them).
+_SWITCHED = """([visual, title]) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const main = document.querySelector('[data-testid="stMain"]');
+  const h1 = main && main.querySelector('[data-testid="stMainBlockContainer"] h1');
+  return app && h1 && h1.innerText.trim() === title && app.dataset.testScriptState === 'notRunning'
+    && !main.querySelector('[data-stale="true"]')""" + _DRAWN + """;
 }"""
 
 
@@ -63,6 +78,44 @@ def page_open_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list[t
                 if visit:
                     times.append(seconds)
             rows.append((f"open {stage.title}, warm prompt (s, median of {repeats})", f"{median(times):.2f}",
+                         f"<= {OPEN_TARGET_S:g} s"))
+    finally:
+        context.close()
+    return rows
+
+
+def page_switch_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list[tuple[str, str, str]]:
+    """Every page's open time when reached from inside the app (a sidebar link, as the Next and Back links
+    and the journey map do): one session, already showing the journey map (the Request page for the map
+    itself), clicks the page's link; the median of ``repeats`` switches after one that warms the prompt. No
+    new session, and plotly.js has already run in this tab: what stays is the page's script run and drawing."""
+    from tests.browser.test_legibility import CHART, MAIN_VISUAL
+    from ui.frame import APP_TITLE
+
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+
+    def switch(stage) -> float:
+        nav = page.get_by_test_id("stSidebarNav")
+        link = nav.locator(f'a[href$="/{stage.url_path}"]') if stage.url_path else nav.locator("a").first
+        started = time.perf_counter()
+        link.click()
+        page.wait_for_function(_SWITCHED, arg=[MAIN_VISUAL.get(stage.url_path, CHART),
+                                               APP_TITLE if stage is HOME else stage.title], polling=20)
+        return time.perf_counter() - started
+
+    rows = []
+    try:
+        open_seconds(page, f"{app_url}/{STAGES[0].url_path}", MAIN_VISUAL.get(STAGES[0].url_path, CHART))
+        for stage in (HOME, *STAGES):
+            times = []
+            for visit in range(repeats + 1):
+                switch(STAGES[0] if stage is HOME else HOME)
+                seconds = switch(stage)
+                if visit:
+                    times.append(seconds)
+            rows.append((f"switch to {stage.title}, warm prompt (s, median of {repeats})", f"{median(times):.2f}",
                          f"<= {OPEN_TARGET_S:g} s"))
     finally:
         context.close()

@@ -23,6 +23,7 @@ from ui.tables import fitted_table
 from ui.text import literal, ms
 
 MAX_FOLLOW_UPS = 10
+RESENT_CHART = "resent_chart_open"  # the chart's expander: its figure is built only while open
 MAX_FRAMES_SHOWN = 400
 FRAME_CHARS = 400
 FOLLOW_UPS = pd.DataFrame(
@@ -155,9 +156,6 @@ def _show_statelessness(settings, prepared, answer) -> None:
     sized = resend_sizes(turns, system=system, model=prepared.request.model)
     counts = [_prompt_tokens(json.dumps(turn.messages, ensure_ascii=False)) for turn in sized]
     totals, news = [total for total, _ in counts], [new for _, new in counts]
-    st.plotly_chart(
-        resent_tokens_chart(totals, news, [turn.payload_bytes for turn in sized]), key="resent_chart", theme=None
-    )
     table = pd.DataFrame(
         {
             "turn": [turn.turn for turn in sized],
@@ -176,6 +174,14 @@ def _show_statelessness(settings, prepared, answer) -> None:
         "included). Bytes: the compact JSON body of a plain request (model, messages, temperature, top_p, "
         "max_tokens, stream), so turn 1 is smaller than the request above, which carries all your settings."
     )
+    # The only Plotly figure of the page, drawn once asked for: a Plotly chart anywhere on a page, even in a
+    # tab not shown, makes a new tab load and run plotly.js (~1 s of the browser's CPU) before it draws.
+    chart = st.expander("Tokens sent per turn, as a chart", icon=":material/bar_chart:", key=RESENT_CHART,
+                        on_change="rerun")
+    if chart.open:
+        with chart:
+            st.plotly_chart(resent_tokens_chart(totals, news, [turn.payload_bytes for turn in sized]),
+                            key="resent_chart", theme=None)
     with st.expander(f"The messages of turn {sized[-1].turn}, the last request"):
         st.code(json.dumps(sized[-1].messages, ensure_ascii=False, indent=2), language="json")
 

@@ -10,9 +10,12 @@ from tests.browser.conftest import PAGE_TIMEOUT_MS
 
 EXCEPTION = '[data-testid="stException"]'
 IDLE_APP = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-# Every Plotly chart has drawn its SVG (the script can be idle while the browser still draws).
+# Every Plotly chart has drawn its SVG (the script can be idle while the browser still draws). Until plotly.js
+# (a 4.7 MB chunk loaded once a page holds a chart) has run, a chart is a skeleton without the stPlotlyChart
+# test id: no skeleton may be left, or a page whose charts are still loading would count as drawn.
 CHARTS_DRAWN = (
-    "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
+    "() => !document.querySelector('[data-testid=\"stSkeleton\"]')"
+    " && [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
     ".every(chart => chart.querySelector('.main-svg'))"
 )
 SETTLE_MS = 300  # the layout counts as settled once nothing in it moved for this long

@@ -135,6 +135,22 @@ def test_send_it_for_real_starts_at_this_servers_own_address(app_url, page):
     expect(box).to_have_value(f"{app_url}/v1")
 
 
+def test_the_request_page_opens_without_plotly_and_draws_its_chart_when_asked(app_url, page, screenshots):
+    """The Request page holds no Plotly chart until its one chart's expander is opened (a chart anywhere on a
+    page makes a new tab load and run plotly.js first): opened, it draws the turns, legibly."""
+    open_page(page, app_url, "request")
+    page.wait_for_function(CHARTS_DRAWN)  # every element's code has loaded: a chart would be there by now
+    main = page.get_by_test_id("stMainBlockContainer")
+    assert main.get_by_test_id("stPlotlyChart").count() == 0
+    main.get_by_role("tab", name="Every turn sends it all").click()
+    main.get_by_test_id("stExpander").filter(has_text="Tokens sent per turn, as a chart").locator("summary").click()
+    expect(main.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible()
+    page.wait_for_function(CHARTS_DRAWN)
+    wait_still(page)
+    assert chart_text_problems(page) == []
+    main.get_by_test_id("stPlotlyChart").first.screenshot(path=screenshots / "request-resent-chart.png")
+
+
 @pytest.mark.parametrize("stage", MODEL_STAGES, ids=[stage.url_path for stage in MODEL_STAGES])
 def test_every_model_stage_leads_with_its_picture_in_normal_mode(app_url, browser, stage):
     """Opened once at a laptop's size, then resized to a projector's: the main visual starts on the first

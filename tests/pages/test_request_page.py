@@ -15,6 +15,8 @@ from lifecycle.server.responses_request import as_responses_request
 from lifecycle.server.snippets import python_call
 from tests.pages.harness import texts
 
+RESENT_CHART = "resent_chart_open"  # views/request.py's expander key
+
 PROMPT = "Name a colour."
 SECRET = "sk-test-secret-key-0123456789"
 
@@ -89,6 +91,10 @@ def test_each_turn_resends_the_whole_conversation(run_page):
     assert totals[2] == len(render_messages(last_messages).ids)
     assert list(table["tokens sent again"]) == [t - n for t, n in zip(totals, table["new message tokens"])]
 
+    # The chart is built only once its expander is opened (a Plotly chart on the page costs a new tab ~1 s).
+    assert not app.get("plotly_chart")
+    app.session_state[RESENT_CHART] = True  # the expander opened, as a click does (it reruns the page)
+    app.run()
     chart = _chart(app, "resent_chart")
     resent, new, body = chart["data"]
     assert resent["y"] == list(table["tokens sent again"]) and new["y"] == list(table["new message tokens"])
