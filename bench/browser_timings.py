@@ -67,21 +67,24 @@ def page_open_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list[t
     rows = []
     try:
         for stage in (HOME, *STAGES):
-            times = []
-            for visit in range(repeats + 1):  # the first visit warms the prompt's results
+            def visit(stage=stage) -> float:
                 page = context.new_page()
                 try:
-                    seconds = open_seconds(page, f"{app_url}/{stage.url_path}",
-                                           MAIN_VISUAL.get(stage.url_path, CHART))
+                    return open_seconds(page, f"{app_url}/{stage.url_path}", MAIN_VISUAL.get(stage.url_path, CHART))
                 finally:
                     page.close()
-                if visit:
-                    times.append(seconds)
-            rows.append((f"open {stage.title}, warm prompt (s, median of {repeats})", f"{median(times):.2f}",
-                         f"<= {OPEN_TARGET_S:g} s"))
+
+            rows.append(_warm_median_row(f"open {stage.title}", visit, repeats))
     finally:
         context.close()
     return rows
+
+
+def _warm_median_row(name: str, measure, repeats: int) -> tuple[str, str, str]:
+    """``measure()`` run ``repeats`` + 1 times, the first only warming the prompt's results: its median row."""
+    measure()
+    times = [measure() for _ in range(repeats)]
+    return f"{name}, warm prompt (s, median of {repeats})", f"{median(times):.2f}", f"<= {OPEN_TARGET_S:g} s"
 
 
 def page_switch_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list[tuple[str, str, str]]:
@@ -109,14 +112,11 @@ def page_switch_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list
     try:
         open_seconds(page, f"{app_url}/{STAGES[0].url_path}", MAIN_VISUAL.get(STAGES[0].url_path, CHART))
         for stage in (HOME, *STAGES):
-            times = []
-            for visit in range(repeats + 1):
+            def away_and_back(stage=stage) -> float:
                 switch(STAGES[0] if stage is HOME else HOME)
-                seconds = switch(stage)
-                if visit:
-                    times.append(seconds)
-            rows.append((f"switch to {stage.title}, warm prompt (s, median of {repeats})", f"{median(times):.2f}",
-                         f"<= {OPEN_TARGET_S:g} s"))
+                return switch(stage)
+
+            rows.append(_warm_median_row(f"switch to {stage.title}", away_and_back, repeats))
     finally:
         context.close()
     return rows
