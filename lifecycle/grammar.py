@@ -271,7 +271,7 @@ _TOKENIZERS_LOCK = threading.Lock()
 
 def grammar_tokenizer(loaded):
     """llguidance's view of the model's tokenizer (its token trie), built once per model (~0.7 s)."""
-    import llguidance.hf
+    import llguidance
 
     from lifecycle.generate import end_of_sequence_ids
 
@@ -279,8 +279,8 @@ def grammar_tokenizer(loaded):
         cached = _TOKENIZERS.get(loaded.tokenizer)
         if cached is None:
             with loaded.tokenizer_lock:
-                cached = llguidance.hf.from_tokenizer(
-                    loaded.tokenizer, n_vocab=loaded.vocab_size, eos_token=sorted(end_of_sequence_ids(loaded))
+                cached = llguidance.LLTokenizer(
+                    loaded.tokenizer.to_json(), n_vocab=loaded.vocab_size, eos_token=sorted(end_of_sequence_ids(loaded))
                 )
             _TOKENIZERS[loaded.tokenizer] = cached
         return cached

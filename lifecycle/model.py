@@ -73,6 +73,7 @@ class LoadedModel:
 
             with self.build_lock:
                 if self.hf_model is None:
+                    quiet_transformers()
                     self.hf_model = hugging_face_model(self.checkpoint, Path(self.source))
         return self.hf_model
 
@@ -176,6 +177,7 @@ def _load_gguf() -> tuple[object, object]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    quiet_transformers()
     source = gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
     model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32,
@@ -217,17 +219,13 @@ def convert_gguf_to_cache(target: Path, loaded: tuple[object, object] | None = N
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _quiet_transformers() -> None:
-    """No progress bars or info chatter on stderr: the app and CLI report loading themselves."""
+def quiet_transformers() -> None:
+    """No progress bars or info chatter on stderr: the app and CLI report loading themselves. Called
+    by each path that imports transformers (the start from the fp32 copy does not)."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-
-
-def _prepare_libraries() -> None:
-    _quiet_transformers()
-    _set_torch_threads()
 
 
 def _set_torch_threads() -> None:
@@ -247,7 +245,8 @@ def _load_from(source: str) -> tuple[object, object]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    quiet_transformers()
+    tokenizer = _model_tokenizer(AutoTokenizer.from_pretrained(source))
     # Eager attention: the only implementation that can return attention weights.
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=torch.float32, attn_implementation="eager"
@@ -256,21 +255,29 @@ def _load_from(source: str) -> tuple[object, object]:
     return model, tokenizer
 
 
+def _model_tokenizer(hf_tokenizer) -> object:
+    from lifecycle.engine.tokenizer import ModelTokenizer
+
+    if not getattr(hf_tokenizer, "is_fast", False):
+        raise ModelLoadError(f"{type(hf_tokenizer).__name__} is not a fast tokenizer; the app needs one "
+                             "(a tokenizer.json).")
+    return ModelTokenizer.from_hugging_face(hf_tokenizer)
+
+
 def _read_copy(directory: Path) -> tuple[object | None, object | None, object]:
     """(Hugging Face model, checkpoint tree, tokenizer) of the app's fp32 copy, one of the first two
     None: the tree (no transformers modeling code, ~2.5 s less on 2 cores) whenever
     ``lifecycle.engine.checkpoint`` reads this config, else the model as transformers loads it. The
-    tokenizer class is named rather than found by ``AutoTokenizer``, which imports the model's config
-    class and with it ``torch.distributed.tensor`` (~1.7 s)."""
+    tokenizer is read without transformers (``lifecycle.engine.tokenizer``: ~0.7 s less), so a start
+    from the copy never imports it."""
     from lifecycle.engine.checkpoint import read_checkpoint
+    from lifecycle.engine.tokenizer import ModelTokenizer
 
     tree = read_checkpoint(directory)
     if tree is None:
         model, tokenizer = _load_from(str(directory))
         return model, None, tokenizer
-    from transformers import PreTrainedTokenizerFast
-
-    return None, tree, PreTrainedTokenizerFast.from_pretrained(str(directory))
+    return None, tree, ModelTokenizer.from_folder(directory)
 
 
 def _load_default(directory: Path) -> tuple[tuple[object | None, object | None, object], bool, str | None]:
@@ -283,14 +290,14 @@ def _load_default(directory: Path) -> tuple[tuple[object | None, object | None, 
         with ThreadPoolExecutor(max_workers=1) as pool:
             # Hashing releases the GIL: it runs on the other core while the imports below hold it.
             check = pool.submit(cache_is_valid, directory)
-            _prepare_libraries()
+            _set_torch_threads()
             try:
                 parts = _read_copy(directory)
             except Exception:  # noqa: BLE001 - a damaged copy can fail in many ways; the check decides
                 parts = None
             if check.result() and parts is not None:
                 return parts, True, None
-    _prepare_libraries()
+    _set_torch_threads()
     model, tokenizer = in_memory = _load_gguf()
     try:
         convert_gguf_to_cache(directory, in_memory)
@@ -299,7 +306,7 @@ def _load_default(directory: Path) -> tuple[tuple[object | None, object | None, 
                    f"{error.strerror or error}), so every start converts the GGUF again (~20 s). "
                    "Point LIFECYCLE_CACHE_DIR at a writable folder.")
         _log.warning(warning)
-        return (model, None, tokenizer), False, warning
+        return (model, None, _model_tokenizer(tokenizer)), False, warning
     return _read_copy(directory), False, None
 
 
@@ -315,7 +322,7 @@ def load_model() -> LoadedModel:
             source = str(gguf_path())
     else:
         source, from_cache, warning, checkpoint = name, False, None, None
-        _prepare_libraries()
+        _set_torch_threads()
         try:
             model, tokenizer = _load_from(source)
         except OSError as error:

@@ -22,7 +22,6 @@ from lifecycle.context import shared_head
 from lifecycle.engine import engine_problem, origin, shared_engine
 from lifecycle.engine.scheduler import DEFAULT_QUEUE_CAPACITY
 from lifecycle.model import LoadedModel, is_loaded, model_name, shared_model
-from lifecycle.vocabulary import token_bytes
 
 _log = logging.getLogger(__name__)
 
@@ -160,21 +159,25 @@ def _load() -> None:
     global _status
     try:
         loaded = shared_model()
-        # The engine is built now, not by the first request. Its first job puts the chat template's
-        # system turn in the prefix cache before a class's first prompts arrive at once; a request
-        # sent meanwhile queues behind it, so the API is ready as soon as the job is queued.
-        priming = shared_engine(loaded).prime(shared_head(), label="chat template")
-        _status = ModelStatus("ready", loaded.name, load_seconds=loaded.load_seconds)
+        engine = shared_engine(loaded)  # built now, not by the first request
     except Exception as error:  # any failure must show up in /health, not kill a thread silently
         _status = ModelStatus("failed", model_name(), error=f"{type(error).__name__}: {error}")
         return
-    # The API is served now. What only later work needs is built next, before the first visitor needs
-    # it: the vocabulary's byte table (~0.2 s; a call that comes first builds it) and the Hugging Face
-    # model the pages' inspection passes hook, on the engine's tensors (a page that comes first waits).
+    _status = ModelStatus("ready", loaded.name, load_seconds=loaded.load_seconds)
+    # The API is served now. The engine's first job puts the chat template's system turn in the prefix
+    # cache before a class's first prompts arrive at once (rendering it costs ~0.2 s: the template's
+    # Jinja environment and the vocabulary's byte table; a request sent meanwhile computes its prompt
+    # whole). A model whose template the app cannot render fails here, as it would on the first call.
     try:
-        token_bytes(loaded)
+        priming = engine.prime(shared_head(), label="chat template")
+    except Exception as error:  # noqa: BLE001 - reported by /health, as a failed load is
+        _status = ModelStatus("failed", loaded.name, error=f"{type(error).__name__}: {error}")
+        return
+    # Then what only the pages need, before the first visitor needs it: the Hugging Face model their
+    # inspection passes hook, on the engine's tensors (a page that comes first waits).
+    try:
         priming.wait()
         _ = loaded.model
     except Exception:  # noqa: BLE001 - the request or page that needs it raises the same error, with its message
-        _log.exception("the model's byte table, template prefix or Hugging Face model could not be built")
+        _log.exception("the template prefix or the Hugging Face model could not be built")
 

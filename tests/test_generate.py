@@ -8,6 +8,7 @@ import torch
 from lifecycle.errors import LifecycleError
 from lifecycle.generate import generate, generate_steps
 from lifecycle.sampling import SamplingSettings
+from tests.reference import reference_tokenizer
 
 GREEDY = SamplingSettings(temperature=0)
 PARIS = "What is the capital of France? Answer with one word."  # greedy: a short sentence, then <|im_end|>
@@ -15,7 +16,7 @@ PARIS = "What is the capital of France? Answer with one word."  # greedy: a shor
 
 def chat_ids(loaded, question):
     with loaded.tokenizer_lock:
-        return loaded.tokenizer.apply_chat_template(
+        return reference_tokenizer(loaded).apply_chat_template(
             [{"role": "user", "content": question}], add_generation_prompt=True
         )["input_ids"]
 
@@ -49,7 +50,7 @@ def test_stops_at_eos_and_keeps_it_out_of_the_text(loaded, paris):
     assert all(step.finished is None for step in run.steps[:-1])
     assert run.completion_tokens < 16
     assert "<|im_end|>" not in run.text and "Paris" in run.text
-    assert run.text == loaded.tokenizer.decode(run.token_ids, skip_special_tokens=True)
+    assert run.text == reference_tokenizer(loaded).decode(run.token_ids, skip_special_tokens=True)
     assert run.prefill_seconds > 0 and run.decode_seconds == pytest.approx(sum(s.seconds for s in run.steps))
 
 
@@ -57,7 +58,7 @@ def test_length_at_max_tokens(loaded):
     run = generate(loaded, chat_ids(loaded, "Say hi"), GREEDY, 5)
     assert run.finish_reason == "length" and run.completion_tokens == 5
     assert [step.finished for step in run.steps] == [None] * 4 + ["length"]
-    assert run.text == loaded.tokenizer.decode(run.token_ids)
+    assert run.text == reference_tokenizer(loaded).decode(run.token_ids)
 
 
 def test_stop_sequence_trims_the_text(loaded, paris):

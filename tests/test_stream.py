@@ -10,6 +10,7 @@ from lifecycle.sampling import SamplingSettings
 from lifecycle.stream import (
     StreamEvent, assemble, error_events, parse_sse, stream_completion, stream_metrics, stream_problems,
 )
+from tests.reference import reference_tokenizer
 
 GREEDY = SamplingSettings(temperature=0, seed=1)
 PARIS = "What is the capital of France? Answer with one word."
@@ -17,7 +18,7 @@ PARIS = "What is the capital of France? Answer with one word."
 
 def chat_ids(loaded, question):
     with loaded.tokenizer_lock:
-        return loaded.tokenizer.apply_chat_template(
+        return reference_tokenizer(loaded).apply_chat_template(
             [{"role": "user", "content": question}], add_generation_prompt=True
         )["input_ids"]
 
@@ -96,7 +97,7 @@ def test_emoji_answer_arrives_whole_without_replacement_characters(loaded):
     assert deltas and not any("\ufffd" in d for d in deltas)
     full = generate(loaded, ids, GREEDY, 7)
     with loaded.tokenizer_lock:
-        decoded = loaded.tokenizer.decode(full.token_ids, skip_special_tokens=True)
+        decoded = reference_tokenizer(loaded).decode(full.token_ids, skip_special_tokens=True)
     assert "".join(deltas) == full.text == decoded.rstrip("\ufffd")
     assert full.finish_reason == "length" and full.steps[-1].held  # cut mid-character: dropped, not U+FFFD
     assert len(deltas) < full.completion_tokens  # split characters were held, not sent as pieces

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tests.pages.recompute import template_ids, transformers_greedy
+from tests.reference import reference_tokenizer
 
 # The event order a streamed text Response follows (openai-python's and openai-node's stream helpers, litellm
 # and the llm CLI read it): the response opens, one message item with one output_text part, its deltas, the
@@ -34,9 +35,9 @@ class GreedyAnswer:
 def greedy_answer(loaded, question: str, max_output_tokens: int) -> GreedyAnswer:
     ids = template_ids(loaded, question)
     new, _ = transformers_greedy(loaded, ids, max_output_tokens)
-    end = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    end = {reference_tokenizer(loaded).convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
     ended = bool(new) and new[-1] in end
-    text = loaded.tokenizer.decode(new[:-1] if ended else new)
+    text = reference_tokenizer(loaded).decode(new[:-1] if ended else new)
     return GreedyAnswer(len(ids), text, len(new), "completed" if ended else "incomplete")
 
 

@@ -15,6 +15,8 @@ import torch
 from openai._base_client import httpx2
 from openai._models import FinalRequestOptions
 
+from tests.reference import reference_tokenizer
+
 
 # A long prompt: 1,007 tokens with the template, where the KV cache is no longer small beside the weights and
 # the pages' token lists are cut.
@@ -41,14 +43,14 @@ BYTE_OF = {character: byte for byte, character in CHARACTER_OF.items()}
 
 def template_ids(loaded, prompt: str) -> list[int]:
     """The one-user-message prompt as the tokenizer's own chat template renders it, with the assistant's header."""
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                               tokenize=True)
+    ids = reference_tokenizer(loaded).apply_chat_template([{"role": "user", "content": prompt}],
+                                                          add_generation_prompt=True, tokenize=True)
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
 def transformers_greedy(loaded, ids: list[int], max_tokens: int) -> tuple[list[int], np.ndarray]:
     """transformers' own greedy generation: the new token ids and each step's distribution (softmax of raw logits)."""
-    eos = [loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    eos = [reference_tokenizer(loaded).convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
     with loaded.lock, torch.inference_mode():
         out = loaded.model.generate(
             input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
@@ -63,7 +65,7 @@ def transformers_greedy(loaded, ids: list[int], max_tokens: int) -> tuple[list[i
 
 def finish_reason(loaded, new: list[int]) -> str:
     """Why a greedy answer of these ids ended: "stop" on an end-of-sequence token, otherwise "length"."""
-    eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    eos = {reference_tokenizer(loaded).convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
     return "stop" if new and new[-1] in eos else "length"
 
 

@@ -21,6 +21,7 @@ import torch
 
 from tests.pages.harness import plotly_figure, run_page
 from tests.pages.recompute import BYTE_OF, next_token_probs, template_ids, transformers_greedy
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "What is 17 times 23?"]
 ROAD_TOKENS = 12  # the caption's "over the answer's 12 tokens", checked against the caption below
@@ -98,9 +99,10 @@ def _case_arrays(app) -> dict[str, list[dict]]:
 
 def _leaking_ids(loaded, phrases: list[str]) -> np.ndarray:
     """Tokens whose text (leading spaces dropped, case folded) starts one of ``phrases`` or begins with one."""
-    special = set(loaded.tokenizer.all_special_ids)
+    tokenizer = reference_tokenizer(loaded)
+    special = set(tokenizer.all_special_ids)
     found = []
-    for token_id, token in enumerate(loaded.tokenizer.convert_ids_to_tokens(list(range(len(loaded.tokenizer))))):
+    for token_id, token in enumerate(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))):
         if token_id in special or token is None:
             continue
         text = bytes(BYTE_OF[c] for c in token if c in BYTE_OF).decode("utf-8", "ignore").lstrip().casefold()
@@ -121,7 +123,7 @@ def test_the_tendency_is_measured_and_said_as_it_came_out(agent, loaded):
     said = re.findall(r"“(.*?)”", _caption(app, "Blue:"))
     messages = _case_arrays(app)
     cases = _frame(app, "likeliest such tokens").set_index("case")
-    lead = loaded.tokenizer.encode(LEAD_IN, add_special_tokens=False)
+    lead = reference_tokenizer(loaded).encode(LEAD_IN, add_special_tokens=False)
     leaking = _leaking_ids(loaded, said)
     mass = {}
     for case in CASES:
@@ -157,7 +159,7 @@ def test_the_tendency_is_measured_and_said_as_it_came_out(agent, loaded):
 
 
 def template_ids_of(loaded, messages: list[dict]) -> list[int]:
-    ids = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    ids = reference_tokenizer(loaded).apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
@@ -176,7 +178,7 @@ def test_the_roads_are_measured_against_the_models_own_answer(agent, loaded):
     top = torch.topk(torch.stack(rows), 2, dim=-1).values
     margins = (top[:, 0] - top[:, 1]).numpy()
     shown = [t.value for t in app.text]
-    assert loaded.tokenizer.decode(answer).rstrip("\n") == shown[-1]  # st.text drops a trailing newline
+    assert reference_tokenizer(loaded).decode(answer).rstrip("\n") == shown[-1]  # st.text drops a trailing newline
     roads = _frame(app, "greedy pick changed at")
     largest = [float(v) for v in roads["largest difference"]]
     sentence = _markdown(app, "The same prompt at temperature 0") if max(largest) else \

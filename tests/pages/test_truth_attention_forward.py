@@ -18,6 +18,7 @@ import torch
 from lifecycle.vocabulary import show_token
 from tests.pages.harness import run_page
 from tests.pages.recompute import template_ids
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 PRONOUN_SENTENCE = "The programmer fixed the bug because it caused crashes."
@@ -30,7 +31,7 @@ def _text(app) -> str:
 
 
 def _shown(loaded, token_id: int) -> str:
-    return show_token(loaded.tokenizer.decode([token_id]))
+    return show_token(reference_tokenizer(loaded).decode([token_id]))
 
 
 def _recomputed(loaded, ids: list[int], position: int) -> dict:
@@ -120,8 +121,8 @@ def test_the_attention_page_states_the_models_own_attention(loaded, prompt, ids,
 
 def test_the_pronoun_example_is_the_strongest_head_of_all(loaded):
     app = run_page("attention", prompt=PROMPTS[0], temperature=0)
-    ids = loaded.tokenizer.encode(PRONOUN_SENTENCE, add_special_tokens=False)
-    texts = [loaded.tokenizer.decode([i]) for i in ids]
+    ids = reference_tokenizer(loaded).encode(PRONOUN_SENTENCE, add_special_tokens=False)
+    texts = [reference_tokenizer(loaded).decode([i]) for i in ids]
     it, bug = texts.index(" it"), texts.index(" bug")
     with loaded.lock, torch.inference_mode():
         maps = np.stack([a[0].double().numpy() for a in

@@ -16,6 +16,7 @@ import pytest
 
 from tests.pages.harness import _typed_array, run_page
 from tests.pages.recompute import BYTE_OF, template_ids, transformers_greedy
+from tests.reference import reference_tokenizer
 
 # The third answer is Japanese, cut off by max_tokens two bytes into its 16th character.
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?", "How do you say 'thank you' in Japanese?"]
@@ -29,12 +30,12 @@ EXAMPLES = [None, "寿司 and ramen ok?", "plain words only"]
 
 
 def _special_ids(loaded) -> set[int]:
-    return set(loaded.tokenizer.all_special_ids)
+    return set(reference_tokenizer(loaded).all_special_ids)
 
 
 def _raw_bytes(loaded, ids: list[int]) -> list[bytes]:
     """Each token's bytes: a special token is its name, any other its byte-level string mapped back to bytes."""
-    strings = loaded.tokenizer.convert_ids_to_tokens(ids)
+    strings = reference_tokenizer(loaded).convert_ids_to_tokens(ids)
     special = _special_ids(loaded)
     return [s.encode("utf-8") if i in special else bytes(BYTE_OF[c] for c in s) for i, s in zip(ids, strings)]
 
@@ -71,7 +72,7 @@ def _content(loaded, ids: list[int]) -> tuple[str, bytes]:
     special_ids = _special_ids(loaded)
     steps = _incremental(_raw_bytes(loaded, ids), [i in special_ids for i in ids])
     text, dropped = "".join(e for e, _ in steps), (steps[-1][1] if steps else b"")
-    assert loaded.tokenizer.decode(ids, skip_special_tokens=True) == text + ("\ufffd" if dropped else "")
+    assert reference_tokenizer(loaded).decode(ids, skip_special_tokens=True) == text + ("\ufffd" if dropped else "")
     return text, dropped
 
 
@@ -214,7 +215,7 @@ def test_the_split_character_example_counts_its_splits(page, loaded, example):
     text = box.value
     assert not app.exception
     with loaded.tokenizer_lock:
-        ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = reference_tokenizer(loaded)(text, add_special_tokens=False)["input_ids"]
     pieces = _raw_bytes(loaded, ids)
     assert b"".join(pieces) == text.encode("utf-8")
     split = sum(_ends_inside_a_character(pieces, [False] * len(ids)))

@@ -15,14 +15,16 @@ import re
 import pytest
 
 from tests.pages.harness import run_page
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 30
 
 
 def _cost(loaded, prompt: str) -> int:
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                               tokenize=True, return_dict=True)["input_ids"]
+    ids = reference_tokenizer(loaded).apply_chat_template([{"role": "user", "content": prompt}],
+                                                          add_generation_prompt=True, tokenize=True,
+                                                          return_dict=True)["input_ids"]
     return len(ids) + MAX_TOKENS
 
 

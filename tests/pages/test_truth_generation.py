@@ -17,6 +17,7 @@ import pytest
 
 from tests.pages.harness import run_page
 from tests.pages.recompute import template_ids, transformers_greedy
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 30
@@ -64,12 +65,12 @@ def test_the_tokens_are_transformers_own_greedy_answer(generation, loaded):
     assert f"one token per step: {len(new)} tokens**" in lesson
     assert f"one pass over the **{len(ids)} prompt tokens**" in lesson
     answer = "".join(_replay(app)["deltas"])
-    assert answer == loaded.tokenizer.decode(new, skip_special_tokens=True)
+    assert answer == reference_tokenizer(loaded).decode(new, skip_special_tokens=True)
 
 
 def test_why_it_stopped_is_what_the_last_token_was(generation, loaded):
     app, _, new, _ = generation
-    eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    eos = {reference_tokenizer(loaded).convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
     lesson = _lesson(app)
     if new[-1] in eos:
         assert "finish_reason **stop**" in lesson

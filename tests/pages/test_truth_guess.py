@@ -18,6 +18,7 @@ import pytest
 from lifecycle.vocabulary import show_token
 from tests.pages.harness import plotly_figure, run_page
 from tests.pages.recompute import next_token_probs, rank_range, template_ids
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 # What the player does each round: a typed text, or the place of the option to pick in the page's order. " 10" is
@@ -46,7 +47,7 @@ def _reading(loaded, probs: np.ndarray, guess: str) -> tuple[int, bool]:
     """The token a typed guess is read as (the best-ranked first token of its readings) and whether it splits."""
     readings = []
     for text in dict.fromkeys((guess, " " + guess.lstrip(), guess.strip())):
-        ids = loaded.tokenizer.encode(text, add_special_tokens=False)
+        ids = reference_tokenizer(loaded).encode(text, add_special_tokens=False)
         readings.append((-probs[ids[0]], ids[0], len(ids) > 1))
     _, token, split = min(readings)
     return int(token), split
@@ -67,7 +68,7 @@ def _play(app, index: int, play: str | int, loaded, probs: np.ndarray) -> tuple[
         token, split = _reading(loaded, probs, play)
     else:
         pills = app.get("button_group")[0]
-        by_label = {show_token(loaded.tokenizer.decode([int(i)])): int(i) for i in np.argsort(-probs)[:40]}
+        by_label = {show_token(reference_tokenizer(loaded).decode([int(i)])): int(i) for i in np.argsort(-probs)[:40]}
         token, split = by_label[pills.options[play]], False
         pills.set_value(token)
     next(b for b in app.button if b.proto.label == "Lock in and reveal").click().run()
@@ -133,7 +134,7 @@ def test_each_guess_is_read_ranked_and_scored_as_the_model_and_the_rule_say(game
 
 def test_the_token_a_guess_was_read_as_is_named(game, loaded):
     for played in game["rounds"]:
-        named = show_token(loaded.tokenizer.decode([played["token"]]))
+        named = show_token(reference_tokenizer(loaded).decode([played["token"]]))
         assert f"was read as the token '{named}'" in played["sentence"]
 
 
@@ -143,7 +144,7 @@ def test_the_reveal_shows_the_models_own_favourite_and_top_ten(game, loaded):
         order = np.argsort(-probs)[:REVEALED]
         favourite = int(order[0])
         stated = re.search(r"The model's favourite was '(.*)' at ([\d.]+)%\.", played["sentence"])
-        assert stated.group(1) == show_token(loaded.tokenizer.decode([favourite]))
+        assert stated.group(1) == show_token(reference_tokenizer(loaded).decode([favourite]))
         assert float(stated.group(2)) / 100 == pytest.approx(probs[favourite], abs=PROBABILITY_ABS)
         ids = [int(row[0]) for row in bars.customdata]
         assert len(ids) == REVEALED

@@ -26,6 +26,7 @@ from tests.pages.recompute import (
     LONG_PROMPT, finish_reason, kv_bytes_per_token, lens_tops, next_token_probs, openai_token_count, sdk_default_retries, sdk_retries,
     sdk_sleep, template_ids, transformers_greedy,
 )
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?", LONG_PROMPT]
 SHOWN_TOKENS = 80  # the Tokenization stage lists this many of the prompt's tokens
@@ -98,7 +99,7 @@ def test_the_preview_is_the_files_own_stages_and_numbers(handout):
 def test_the_prompts_tokens_and_the_window(handout, loaded, answer):
     prompt, facts = handout["prompt"], {t: s["facts"] for t, s in handout["sections"].items()}
     ids, _ = answer
-    tokens = len(loaded.tokenizer.encode(prompt, add_special_tokens=False))
+    tokens = len(reference_tokenizer(loaded).encode(prompt, add_special_tokens=False))
     assert facts["Tokenization"]["characters"] == f"{len(prompt):,}"
     assert facts["Tokenization"]["tokens"] == f"{tokens:,}"
     assert facts["Tokenization"]["characters per token"] == f"{len(prompt) / tokens:.2f}"
@@ -138,7 +139,7 @@ def test_the_next_token_and_the_logit_lens_are_the_models_own(handout, loaded, a
     probs = next_token_probs(loaded, ids)
     order = np.argsort(-probs)[:5]
     stated = [(k, v) for k, v in facts["Next token"].items() if k.startswith("#")]
-    assert [k for k, _ in stated] == [f"#{r} {show_token(loaded.tokenizer.decode([int(t)]))}"
+    assert [k for k, _ in stated] == [f"#{r} {show_token(reference_tokenizer(loaded).decode([int(t)]))}"
                                       for r, t in enumerate(order, start=1)]
     for (_, value), token in zip(stated, order):
         assert float(value.removesuffix("%")) / 100 == pytest.approx(probs[token], abs=PROBABILITY_ABS)
@@ -162,7 +163,7 @@ def test_the_answer_and_its_usage_are_transformers_greedy_answer(handout, loaded
     assert facts["Generation"]["finish_reason"] == finish
     assert facts["Detokenization and response"] == {"prompt_tokens": str(len(ids)),
                                                     "completion_tokens": str(completion), "finish_reason": finish}
-    text = loaded.tokenizer.decode(new, skip_special_tokens=True)
+    text = reference_tokenizer(loaded).decode(new, skip_special_tokens=True)
     literal = re.search(r"<h2>\d+\. Detokenization and response</h2>.*?<pre>(.*?)</pre>", handout["document"],
                         re.S).group(1)
     assert html.unescape(literal) == text

@@ -17,6 +17,7 @@ import pytest
 
 from tests.pages.harness import duration_ms, duration_rounding, run_page
 from tests.pages.recompute import finish_reason, next_token_probs, template_ids, transformers_greedy
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 30
@@ -39,7 +40,7 @@ def _ms(number: str, unit: str) -> float:
 
 def test_each_stage_line_is_this_prompts(home, loaded):
     text, ids, new, config = home["text"], home["ids"], home["new"], loaded.model.config
-    tokens = len(loaded.tokenizer.encode(home["prompt"], add_special_tokens=False))
+    tokens = len(reference_tokenizer(loaded).encode(home["prompt"], add_special_tokens=False))
     finish = finish_reason(loaded, new)
     assert f"1 message(s), stream=true, max_tokens={MAX_TOKENS}; built in" in text
     assert re.search(rf"\b{tokens} tokens in [\d.,]+ (ms|s)\b", text)
@@ -49,7 +50,7 @@ def test_each_stage_line_is_this_prompts(home, loaded):
     assert f"{config.num_hidden_layers} layers × {config.num_attention_heads} heads; inspection pass" in text
     assert f"1 of {config.vocab_size:,} tokens left in play after sampling" in text  # temperature 0: the top token
     assert re.search(rf"Decode: {len(new)} tokens, [\d.,]+ (ms|s) each on average \({finish}\)", text)
-    characters = len(loaded.tokenizer.decode(new, skip_special_tokens=True))
+    characters = len(reference_tokenizer(loaded).decode(new, skip_special_tokens=True))
     assert re.search(rf"\b{len(new)} tokens → {characters:,} characters in", text)
     assert (f"the prefill of {len(ids)} prompt tokens and {len(new)} decode steps") in text
 
@@ -82,19 +83,19 @@ def test_the_small_model_notes_claims_hold(loaded):
     home = run_page("", prompt=PROMPTS[0], temperature=0)
     note = next(i.value for i in home.info if "very small model" in i.value).replace("\\", "")
     ids = template_ids(loaded, PROMPTS[0])
-    assert "New Delhi" in loaded.tokenizer.decode(transformers_greedy(loaded, ids, MAX_TOKENS)[0])
+    assert "New Delhi" in reference_tokenizer(loaded).decode(transformers_greedy(loaded, ids, MAX_TOKENS)[0])
     assert "answers New Delhi" in note
     temperature, seed, answer = re.search(r"at temperature ([\d.]+) with seed (\d+) it says \"(.*?)\" ", note).groups()
     start = answer[:answer.index(" is ") + 3]  # "The capital of India is"
     odds = [(token.strip("`"), p) for token, p in
             re.findall(r"(\S+) ([\d.]+)%", note.split(f"its odds at temperature {temperature} were", 1)[-1].split(":", 1)[0])]
     assert len(odds) >= 3, note
-    model = next_token_probs(loaded, ids + loaded.tokenizer.encode(start, add_special_tokens=False))
+    model = next_token_probs(loaded, ids + reference_tokenizer(loaded).encode(start, add_special_tokens=False))
     probs = model ** (1 / float(temperature)) / (model ** (1 / float(temperature))).sum()  # softmax(logits / T)
     assert f"its odds at temperature {temperature} were" in note  # the draw's own odds, not the model's at T = 1
     order = np.argsort(-probs)[:len(odds)]
     for (token, stated), rank in zip(odds, order):
-        assert token.replace("␣", " ") == loaded.tokenizer.decode([int(rank)])
+        assert token.replace("␣", " ") == reference_tokenizer(loaded).decode([int(rank)])
         assert float(stated) / 100 == pytest.approx(probs[rank], abs=PROBABILITY_ABS)
     third = odds[2][0].replace("␣", " ").strip()
     assert "landed on the third choice" in note and third in answer.removeprefix(start)

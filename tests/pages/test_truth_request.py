@@ -19,6 +19,7 @@ import pytest
 from lifecycle.server.chat_request import EXTENSIONS
 from tests.pages.harness import run_page
 from tests.pages.recompute import template_ids, transformers_greedy
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 30
@@ -110,10 +111,10 @@ def test_both_endpoints_sizes_are_what_the_sdk_sends(request_page):
 def test_the_token_counts_are_the_templates_and_transformers_greedy_answer(request_page, loaded):
     app = request_page
     messages = _chat_body(app)["messages"]
-    ids = list(loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                    return_dict=True)["input_ids"])
+    ids = list(reference_tokenizer(loaded).apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                               return_dict=True)["input_ids"])
     new, _ = transformers_greedy(loaded, ids, MAX_TOKENS)
-    eos = {loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    eos = {reference_tokenizer(loaded).convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
     finish = "stop" if new[-1] in eos else "length"
     lesson = _lesson(app)
     assert f"**{len(ids):,} prompt tokens** (chat template included)" in lesson
@@ -123,7 +124,8 @@ def test_the_token_counts_are_the_templates_and_transformers_greedy_answer(reque
     assert _number(_metric(app, "total_tokens")) == len(ids) + len(new)
     assert _metric(app, "finish_reason") == finish
     response = next(body for body in _json_codes(app) if body.get("object") == "chat.completion")
-    assert response["choices"][0]["message"]["content"] == loaded.tokenizer.decode(new, skip_special_tokens=True)
+    answer = reference_tokenizer(loaded).decode(new, skip_special_tokens=True)
+    assert response["choices"][0]["message"]["content"] == answer
     # The prompt as the Generation page's recomputation renders it: the same count, two ways.
     assert len(template_ids(loaded, messages[-1]["content"])) == len(ids)
 
@@ -139,8 +141,8 @@ def test_every_resent_turn_is_counted_through_the_template(request_page, loaded)
     previous_total = None
     for row, (user, assistant) in zip(table.itertuples(index=False), turns):
         messages = history + [{"role": "user", "content": user}]
-        total = len(loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                         return_dict=True)["input_ids"])
+        total = len(reference_tokenizer(loaded).apply_chat_template(messages, add_generation_prompt=True,
+                                                                    tokenize=True, return_dict=True)["input_ids"])
         values = dict(zip(table.columns, row))
         assert values["messages sent"] == len(messages)
         assert values["prompt tokens"] == total

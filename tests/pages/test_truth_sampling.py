@@ -21,6 +21,7 @@ import torch
 
 from tests.pages.harness import _typed_array, run_page
 from tests.pages.recompute import template_ids
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 # The journey's settings the page opens with: greedy (the what-if then opens at temperature 1, the model's own
@@ -471,8 +472,8 @@ def test_a_greedy_what_if_keeps_only_the_top_token(page):
 @pytest.fixture(scope="module")
 def json_object_start(loaded) -> np.ndarray:
     """Which tokens can be the first of a JSON object: a whole-character token text that begins one."""
-    special = set(loaded.tokenizer.all_special_ids)
-    texts = loaded.tokenizer.batch_decode([[i] for i in range(len(loaded.tokenizer))])
+    special = set(reference_tokenizer(loaded).all_special_ids)
+    texts = reference_tokenizer(loaded).batch_decode([[i] for i in range(len(reference_tokenizer(loaded)))])
     return np.array([i not in special and "\ufffd" not in text and bool(text) and _json_object_prefix(text)
                      for i, text in enumerate(texts)])
 

@@ -23,6 +23,7 @@ import torch
 
 from tests.pages.harness import _typed_array, run_page
 from tests.pages.recompute import CHARACTER_OF
+from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 120  # the page's own cap on the structured answer
@@ -35,19 +36,20 @@ ORANGE = "#D55E00"  # the chart's colour for a step where the mask removed the m
 
 
 def _template(loaded, messages: list[dict], tokenize: bool):
-    out = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=tokenize)
+    out = reference_tokenizer(loaded).apply_chat_template(messages, add_generation_prompt=True, tokenize=tokenize)
     return list(out["input_ids"] if hasattr(out, "keys") else out) if tokenize else out
 
 
 def _generated_ids(loaded, figure: dict) -> list[int]:
     """The answer's ids from the mask chart's labels ("12. ␣Delhi"): each label's text is one token's."""
     ids = []
+    tokenizer = reference_tokenizer(loaded)
     for label in figure["data"][0]["x"]:
         text = html.unescape(label.split(". ", 1)[1]).replace("␣", " ").replace("↵", "\n")
-        token = text if text in loaded.tokenizer.all_special_tokens else "".join(
+        token = text if text in tokenizer.all_special_tokens else "".join(
             CHARACTER_OF[b] for b in text.encode("utf-8"))
-        token_id = loaded.tokenizer.convert_tokens_to_ids(token)
-        assert token_id != loaded.tokenizer.unk_token_id and loaded.tokenizer.convert_ids_to_tokens(token_id) == token
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        assert token_id != tokenizer.unk_token_id and tokenizer.convert_ids_to_tokens(token_id) == token
         ids.append(token_id)
     return ids
 
@@ -119,7 +121,7 @@ def test_the_prompt_is_the_templates_and_the_tools_cost_what_they_add(page, load
     if page["mode"] == "schema":
         assert read == _template(loaded, plain, tokenize=False).strip()  # the schema is not written into the prompt
         schema = json.loads(app.text_area(key="structured_schema").value)
-        would = len(loaded.tokenizer(json.dumps(schema), add_special_tokens=False)["input_ids"])
+        would = len(reference_tokenizer(loaded)(json.dumps(schema), add_special_tokens=False)["input_ids"])
         assert lesson.startswith("The schema costs no prompt tokens here: the grammar alone enforces it (written "
                                  f"into the prompt it would cost **{would:,}**).")
         return
@@ -142,7 +144,7 @@ def test_the_lesson_counts_the_steps_and_the_overruled_favourites(page, loaded):
     allowed = [int(v) for v in bars["y"]]
     overruled = [f != a for f, a in zip(favourites, answer)]  # greedy: an allowed favourite is the token taken
     assert [c == ORANGE for c in bars["marker"]["color"]] == overruled
-    vocabulary = len(loaded.tokenizer)
+    vocabulary = len(reference_tokenizer(loaded))
     assert all(n < vocabulary for n, o in zip(allowed, overruled) if o)  # the mask removed the favourite there
     assert f"The answer took **{len(answer)} token{'s' * (len(answer) != 1)}**." in lesson
     if min(allowed) == vocabulary:  # no step narrowed: tool_choice "none" runs no grammar
@@ -160,7 +162,7 @@ def test_the_lesson_counts_the_steps_and_the_overruled_favourites(page, loaded):
 def test_the_final_object_is_the_answers_text_and_validates(page, loaded):
     app, answer = page["app"], page["answer"]
     ended = len(answer) < MAX_TOKENS  # the grammar closed the answer (or the model ended it) before the cap
-    text = loaded.tokenizer.decode(answer, skip_special_tokens=True)
+    text = reference_tokenizer(loaded).decode(answer, skip_special_tokens=True)
     lesson = _lesson(app)
     shown = [json.loads(j.proto.body) for j in app.json]
     if page["mode"] == "schema":
@@ -193,10 +195,10 @@ def test_the_streamed_fragments_add_up_to_the_call(page, loaded):
     app = page["app"]
     frame = next(f.value for f in app.dataframe if "chunk delta" in f.value.columns)
     deltas = [json.loads(d) for d in frame["chunk delta"]]
-    text = loaded.tokenizer.decode(page["answer"], skip_special_tokens=True)
+    text = reference_tokenizer(loaded).decode(page["answer"], skip_special_tokens=True)
     if not text.startswith("<tool_call>"):  # plain content deltas (JSON or free text): together, the answer's text
         # One delta per token that released text; the table lists the first SHOWN_FRAGMENTS of them.
-        decoded = [loaded.tokenizer.decode(page["answer"][:n], skip_special_tokens=True)
+        decoded = [reference_tokenizer(loaded).decode(page["answer"][:n], skip_special_tokens=True)
                    for n in range(len(page["answer"]) + 1)]
         released = [after[len(before):] for before, after in zip(decoded, decoded[1:]) if after != before]
         assert "".join(released) == text

