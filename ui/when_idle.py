@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-AFTER_MS = 250  # after the page has drawn and the browser is idle: its first screen comes first
+AFTER_MS = 100  # after the page has drawn and the browser is idle: its first screen comes first
 _JS = """
 export default function ({ parentElement, data, setStateValue }) {
   parentElement.classList.add("when-idle");
