@@ -3,8 +3,9 @@
 ``page_open_rows`` measures every page's open time itself: it is given the app's base URL and a Playwright
 browser (Debian's chromium, launched once by bench/__main__.py as tests/browser/conftest.py launches it), each
 visit a new tab (a new session, plotly.js run again). ``page_switch_rows`` times the same pages reached from
-inside one session, by a sidebar link, as a visitor walks the journey. The
-other functions read back what the browser suite's instant-control tests wrote under tests/browser/screenshots/
+inside one session, by a sidebar link, as a visitor walks the journey; ``forward_tab_rows`` the Forward
+pass page's step tabs (when all are built after a switch, and a tab click to its charts shown). The other
+functions read back what the browser suite's instant-control tests wrote under tests/browser/screenshots/
 ("-" and the test to run when it has not run yet). Each returns ``(name, figure, target)`` rows.
 """
 
