@@ -102,8 +102,8 @@ def pages_section() -> None:
     from playwright.sync_api import sync_playwright
 
     from bench.app_server import AppServer
-    from bench.browser_timings import (OPEN_TARGET_S, attention_forward_rows, generation_kv_streaming_rows,
-                                        page_open_rows, page_switch_rows)
+    from bench.browser_timings import (OPEN_TARGET_S, attention_forward_rows, forward_tab_rows,
+                                        generation_kv_streaming_rows, page_open_rows, page_switch_rows)
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 
     heading("pages: open time in chromium (1366x768, warm prompt)")
@@ -116,6 +116,9 @@ def pages_section() -> None:
             heading("pages: switched to inside one session (a sidebar link; 1366x768, warm prompt)")
             for name, figure, target in page_switch_rows(server.url, browser):
                 row(name, figure, target, check(float(figure) <= OPEN_TARGET_S))
+            heading("pages: the Forward pass page's step tabs (one session, 1366x768, warm prompt)")
+            for name, figure, target in forward_tab_rows(server.url, browser):
+                row(name, figure, target, _verdict(figure, target))
         finally:
             browser.close()
     heading("pages: controls redrawn in the browser (read from the browser suite's last run)")

@@ -3,8 +3,9 @@
 ``page_open_rows`` measures every page's open time itself: it is given the app's base URL and a Playwright
 browser (Debian's chromium, launched once by bench/__main__.py as tests/browser/conftest.py launches it), each
 visit a new tab (a new session, plotly.js run again). ``page_switch_rows`` times the same pages reached from
-inside one session, by a sidebar link, as a visitor walks the journey. The
-other functions read back what the browser suite's instant-control tests wrote under tests/browser/screenshots/
+inside one session, by a sidebar link, as a visitor walks the journey; ``forward_tab_rows`` the Forward
+pass page's step tabs (when all are built after a switch, and a tab click to its charts shown). The other
+functions read back what the browser suite's instant-control tests wrote under tests/browser/screenshots/
 ("-" and the test to run when it has not run yet). Each returns ``(name, figure, target)`` rows.
 """
 
@@ -117,6 +118,95 @@ def page_switch_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list
                 return switch(stage)
 
             rows.append(_warm_median_row(f"switch to {stage.title}", away_and_back, repeats))
+    finally:
+        context.close()
+    return rows
+
+
+# The Forward pass page's step tabs (views/forward-pass.py): its first run builds the first tab, its second
+# (once the browser has drawn that and is idle, ui/when_idle.py) every tab. Filled: the script idle and every
+# tab panel holding its drawn charts, none still saying it is coming.
+STEPS_FILLED = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const panels = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stTabPanel"]')];
+  return app.dataset.testScriptState === 'notRunning' && panels.length > 1
+    && panels.every(p => !p.innerText.includes('Drawing this step')
+                         && [...p.querySelectorAll('[data-testid="stPlotlyChart"]')].length > 0
+                         && [...p.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg')));
+}"""
+# Resolves with the ms from the next click to the first animation frame in which tab panel ``index`` is shown
+# with every chart in it drawn, nothing stale and the script idle (the browser's own clock, as the live
+# controls' redraws are timed: not Playwright's round trips).
+TAB_SHOWN = """(index) => new Promise(resolve => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  let clicked = null;
+  document.addEventListener('click', () => { clicked = performance.now(); }, {capture: true, once: true});
+  const look = () => {
+    const panel = document.querySelectorAll('[data-testid="stMain"] [data-testid="stTabPanel"]')[index];
+    const charts = panel ? [...panel.querySelectorAll('[data-testid="stPlotlyChart"]')] : [];
+    if (clicked !== null && panel && panel.offsetParent !== null && !panel.hidden
+        && app.dataset.testScriptState === 'notRunning' && !document.querySelector('[data-stale="true"]')
+        && charts.length > 0 && charts.every(c => c.querySelector('.main-svg')))
+      resolve(performance.now() - clicked);
+    else requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+})"""
+
+
+def click_tab(page, index: int) -> tuple[float, float]:
+    """Click the Forward pass page's step tab ``index``: (ms in the browser from the click to the tab's charts
+    shown, ms of Playwright's wall clock from before the click to its answer)."""
+    page.evaluate(f"() => {{ window.tabShown = ({TAB_SHOWN})({index}); }}")
+    started = time.perf_counter()
+    page.get_by_test_id("stMain").get_by_test_id("stTab").nth(index).click()
+    in_browser = page.evaluate("() => window.tabShown")
+    return in_browser, (time.perf_counter() - started) * 1000
+
+
+def forward_tab_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list[tuple[str, str, str]]:
+    """The Forward pass page's step tabs, in one session as page_switch_rows has it: after a switch to the
+    page, when every tab is built (the switch is timed by page_switch_rows: the first tab drawn); then, with
+    every tab built, a click on each tab in turn, ``repeats`` rounds after one that warms."""
+    from tests.browser.test_legibility import CHART, MAIN_VISUAL
+    from ui.frame import APP_TITLE
+    from ui.stages import stage
+
+    forward = stage("forward-pass")
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+
+    def switch(to) -> None:
+        nav = page.get_by_test_id("stSidebarNav")
+        (nav.locator(f'a[href$="/{to.url_path}"]') if to.url_path else nav.locator("a").first).click()
+        page.wait_for_function(_SWITCHED, arg=[MAIN_VISUAL.get(to.url_path, CHART),
+                                               APP_TITLE if to is HOME else to.title], polling=20)
+
+    def filled() -> float:
+        switch(HOME)
+        started = time.perf_counter()
+        switch(forward)
+        page.wait_for_function(STEPS_FILLED, polling=20)
+        return time.perf_counter() - started
+
+    try:
+        open_seconds(page, f"{app_url}/{STAGES[0].url_path}", MAIN_VISUAL.get(STAGES[0].url_path, CHART))
+        name, figure, _ = _warm_median_row("switch to Forward pass -> every step tab built", filled, repeats)
+        rows = [(name, figure, "")]  # the page is open before this (its first tab drawn): page_switch_rows
+        tabs = page.get_by_test_id("stMain").get_by_test_id("stTab").count()
+        order = [*range(1, tabs), 0]
+        in_browser, wall = [], []
+        for round_ in range(repeats + 1):
+            for index in order:
+                shown, seen = click_tab(page, index)
+                if round_:
+                    in_browser.append(shown)
+                    wall.append(seen)
+                page.wait_for_timeout(150)
+        rows += [(f"Forward pass tab click -> its charts shown (ms, median of {len(in_browser)})",
+                  f"{median(in_browser):.1f}", f"<= {REDRAW_TARGET_MS} ms"),
+                 ("  the same, Playwright's click to seen (ms, median)", f"{median(wall):.0f}", "")]
     finally:
         context.close()
     return rows

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from bench.browser_timings import INSTANT_CONTROLS_FILE
+from bench.browser_timings import INSTANT_CONTROLS_FILE, STEPS_FILLED
 from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import _outside, _overlap
@@ -146,6 +146,9 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
 
     open_page(page, app_url, "forward-pass", prompt=PROMPT, temperature=0)
     expect(page.locator(EXCEPTION)).to_have_count(0)
+    # The page's own second run (its step tabs built once the browser is idle) is not a control's run.
+    page.wait_for_function(STEPS_FILLED, polling=20)
+    wait_idle(page)
     live = page.locator(LIVE["forward-pass"])
     caption = page.locator("[data-testid^=stCaption]").filter(has_text="The steps below open block")
     before = caption.inner_text()

@@ -30,6 +30,7 @@ from lifecycle.server.calllog import default_call_log_path
 from lifecycle.server.config import ApiConfig
 from lifecycle.server.endpoints import ApiServer
 from lifecycle.serving import model_status, start_model_loading
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
@@ -51,6 +52,32 @@ def run_page(url_path: str = "", timeout: float = TIMEOUT, **settings: object) -
     if url_path:
         app.switch_page(stage(url_path).script)  # the first run opens this page, like a deep link
     return app.run()
+
+
+def component_sends(app: AppTest, key: str, state: dict) -> AppTest:
+    """Run the app as if the browser's component mounted with ``key`` (a ``st.components.v2`` component) had
+    set ``state``, as its JavaScript does with setStateValue."""
+    (component,) = [c for c in app.get("bidi_component") if c.proto.id.endswith(key)]
+    sent = WidgetState(id=component.proto.id, json_value=json.dumps(state))
+    tree = app._tree
+    collect = tree.get_widget_states
+
+    def with_the_component():
+        states = collect()
+        states.widgets.append(sent)
+        return states
+
+    tree.get_widget_states = with_the_component
+    try:
+        return app.run()
+    finally:
+        del tree.get_widget_states
+
+
+def browser_idle(app: AppTest, key: str) -> AppTest:
+    """Run the app as the browser does once it has drawn a page holding ``ui.when_idle`` under ``key``: the
+    page's second run, which builds what its first left for later (the Forward pass page's other tabs)."""
+    return component_sends(app, key, {"idle": True})
 
 
 def run_page_with_downloads(url_path: str = "", **settings: object) -> tuple[AppTest, dict[str, bytes]]:

@@ -10,9 +10,8 @@ from lifecycle.block import block_flow, open_block
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward, token_text
 from lifecycle.vocabulary import show_token
-from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from tests.pages.harness import plotly_figure, run_page
+from tests.pages.harness import browser_idle, component_sends, plotly_figure, run_page
 
 PROMPT = "Why is the sea salty?"
 SETTINGS = dict(prompt=PROMPT, temperature=0, max_tokens=2)
@@ -23,9 +22,37 @@ def ids(loaded) -> list[int]:
     return render_prompt(Conversation(new_message=PROMPT)).ids
 
 
+FILL = "forward_fill"  # the page's ui.when_idle: the browser has drawn the first tab
+STEP_CHARTS = ["forward_norm", "forward_rope", "forward_qkv", "forward_scores", "forward_attention_add",
+               "forward_silu", "forward_neurons", "forward_mlp_add", "forward_lens"]
+
+
 @pytest.fixture(scope="module")
 def app():
-    return run_page("forward-pass", **SETTINGS)
+    """The page as the browser has it a moment after opening: its second run has built every tab."""
+    return browser_idle(run_page("forward-pass", **SETTINGS), FILL)
+
+
+def charts(app) -> list[str]:
+    return [chart.proto.id.rsplit("-", 1)[-1] for chart in app.get("plotly_chart")]
+
+
+def test_the_first_run_builds_the_first_tab_and_the_browser_idle_the_rest():
+    """The page opens with the one tab shown (one chart for the browser to draw, not nine); the others say
+    they are coming and are built once the browser has drawn it and is idle, in the same tabs."""
+    opened = run_page("forward-pass", **SETTINGS)
+    assert not opened.exception and not opened.error
+    assert charts(opened) == ["forward_norm"]
+    assert [c.value for c in opened.caption].count("Drawing this step…") == 6
+    assert [tab.label for tab in opened.tabs][:7] == ["1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax",
+                                                      "4. Attention output", "5. The MLP", "6. Block output",
+                                                      "Logit lens"]
+    browser_idle(opened, FILL)
+    assert not opened.exception and charts(opened) == STEP_CHARTS
+    assert "Drawing this step…" not in [c.value for c in opened.caption]
+    # Another token (a full run) keeps every tab: the browser told once for this visit of the page.
+    opened.selectbox(key="forward_token").set_value(3).run()
+    assert charts(opened) == STEP_CHARTS
 
 
 def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
@@ -50,7 +77,8 @@ def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
 
 def live_data(app) -> dict:
     """What the page sent the live block (ui/live_block.js) this run."""
-    return json.loads(app.get("bidi_component")[0].proto.json)
+    (live,) = [c for c in app.get("bidi_component") if c.proto.id.endswith("forward_live")]
+    return json.loads(live.proto.json)
 
 
 def test_sentences_state_the_numbers_of_this_forward_pass(app, loaded, ids):
@@ -82,20 +110,7 @@ def test_sentences_state_the_numbers_of_this_forward_pass(app, loaded, ids):
 
 def browser_sends(app, view: dict):
     """Run the app as if the live block's controls had come to rest on ``view`` in the browser."""
-    state = WidgetState(id=app.get("bidi_component")[0].proto.id, json_value=json.dumps({"view": view}))
-    tree = app._tree
-    collect = tree.get_widget_states
-
-    def with_the_block():
-        states = collect()
-        states.widgets.append(state)
-        return states
-
-    tree.get_widget_states = with_the_block
-    try:
-        return app.run()
-    finally:
-        del tree.get_widget_states
+    return component_sends(app, "forward_live", {"view": view})
 
 
 def test_the_details_follow_the_view_the_browser_sends_and_a_token_choice(app, loaded, ids):

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from lifecycle.vocabulary import show_token
-from tests.pages.harness import run_page
+from tests.pages.harness import browser_idle, run_page
 from tests.pages.recompute import template_ids
 from tests.reference import reference_tokenizer
 
@@ -135,7 +135,7 @@ def test_the_pronoun_example_is_the_strongest_head_of_all(loaded):
 
 
 def test_the_forward_pass_page_states_the_models_own_residual_stream(loaded, prompt, ids, truth):
-    app = run_page("forward-pass", prompt=prompt, temperature=0)
+    app = browser_idle(run_page("forward-pass", prompt=prompt, temperature=0), "forward_fill")  # every tab built
     assert not app.exception and not app.error
     text = _text(app)
     config = loaded.model.config

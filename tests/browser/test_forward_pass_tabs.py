@@ -1,0 +1,153 @@
+"""The Forward pass page's step tabs in a real browser: the page opens with its first tab, builds the others in
+a second run of their fragment alone once the browser is idle, and from then on a tab click is the browser's
+alone (no script run of any kind); the RoPE slider keeps its value when its tab is left and shown again.
+
+The runs are read off the websocket: every BackMsg the browser sends is decoded with Streamlit's own protobufs,
+so "a fragment run, not the page" is what the browser asked the server for (``fragment_id`` set), not a guess
+from the DOM. Tab click times (click to the tab's charts shown, the browser's clock) are printed, not asserted:
+bench/browser_timings.py's forward_tab_rows measures them for `make bench`.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from playwright.sync_api import expect
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+from bench.browser_timings import STEPS_FILLED, click_tab
+from tests.browser.app_page import EXCEPTION, open_page, wait_idle, wait_still
+from tests.browser.conftest import PAGE_TIMEOUT_MS
+from tests.browser.layout import chart_text_problems
+from tests.browser.test_instant_controls import _WATCH_RUNS
+
+pytestmark = pytest.mark.browser
+
+PROMPT = "What's the capital of India?"
+TABS = ["1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax", "4. Attention output", "5. The MLP",
+        "6. Block output", "Logit lens"]
+FILL_KEY = "forward_fill"  # views/forward-pass.py's ui.when_idle
+SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
+
+
+class Socket:
+    """Every message on the page's Streamlit websocket, decoded, in order."""
+
+    def __init__(self, page) -> None:
+        self.sent: list[BackMsg] = []
+        self.received: list[ForwardMsg] = []
+        page.on("websocket", self._watch)
+
+    def _watch(self, socket) -> None:
+        socket.on("framesent", self._sent)
+        socket.on("framereceived", self._received)
+
+    def _sent(self, payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            message = BackMsg()
+            message.ParseFromString(payload)
+            self.sent.append(message)
+
+    def _received(self, payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            message = ForwardMsg()
+            message.ParseFromString(payload)
+            self.received.append(message)
+
+    def reruns(self) -> list[BackMsg]:
+        return [m for m in self.sent if m.WhichOneof("type") == "rerun_script"]
+
+    def finished(self) -> list[str]:
+        return [ForwardMsg.ScriptFinishedStatus.Name(m.script_finished) for m in self.received
+                if m.WhichOneof("type") == "script_finished"]
+
+
+def _carries(rerun: BackMsg, key: str) -> bool:
+    return any(state.id.endswith(key) for state in rerun.rerun_script.widget_states.widgets)
+
+
+def test_the_step_tabs_fill_in_once_then_switch_without_a_run(app_url, page):
+    socket = Socket(page)
+    open_page(page, app_url, "forward-pass", prompt=PROMPT, temperature=0)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    page.wait_for_function(STEPS_FILLED, polling=20)
+    wait_idle(page)
+    # The second run was the tabs' fragment alone, asked for by the idle component; the page ran as a page
+    # only before it (the deep link, and the run that syncs the URL's settings).
+    fragment_runs = [m for m in socket.reruns() if m.rerun_script.fragment_id]
+    assert len(fragment_runs) == 1 and _carries(fragment_runs[0], FILL_KEY)
+    assert socket.reruns()[-1] is fragment_runs[0]
+    assert socket.finished()[-1] == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY"
+    tabs = page.get_by_test_id("stMain").get_by_test_id("stTab")
+    assert tabs.all_inner_texts() == TABS
+
+    # Every tab, shown in turn, holds its drawn charts, and no click starts a run or sends the server anything.
+    page.evaluate(_WATCH_RUNS)
+    sent = len(socket.sent)
+    times = [click_tab(page, index)[0] for index in [*range(1, len(TABS)), 0]]
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => window.scriptRuns") == 0, "a tab click ran the script"
+    assert len(socket.sent) == sent, "a tab click sent the server a message"
+    print(f"\nForward pass tab click -> charts shown (ms): {[round(t, 1) for t in times]}, "
+          f"median {statistics.median(times):.1f}")
+
+
+def test_the_rope_pair_slider_keeps_its_value_when_its_tab_is_left(app_url, page):
+    socket = Socket(page)
+    open_page(page, app_url, "forward-pass", prompt=PROMPT, temperature=0)
+    page.wait_for_function(STEPS_FILLED, polling=20)
+    wait_idle(page)
+    main = page.get_by_test_id("stMain")
+    main.get_by_role("tab", name=TABS[1]).click()
+    slider = main.get_by_role("slider", name="Dimension pair")
+    runs = len(socket.reruns())
+    slider.focus()
+    for _ in range(3):
+        slider.press("ArrowRight")
+    expect(slider).to_have_value("3")
+    rope = main.get_by_test_id("stTabPanel").nth(1)
+    expect(rope).to_contain_text("pair (3, 35)")
+    wait_idle(page)
+    # The slider's runs are the fragment's alone: the live block and the rest of the page are not run again.
+    moved = socket.reruns()[runs:]
+    assert moved and all(m.rerun_script.fragment_id for m in moved)
+    for name in (TABS[2], TABS[6], TABS[1]):
+        main.get_by_role("tab", name=name).click()
+    expect(slider).to_have_value("3")
+    expect(rope).to_contain_text("pair (3, 35)")
+    assert len(socket.reruns()) == runs + len(moved)  # the tab clicks ran nothing
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_step_tab_is_legible(app_url, browser, screenshots, size):
+    """Each tab shown in turn (a hidden tab's charts have no size to check): no chart label overlaps another
+    or leaves its chart; each tab's panel is saved for a person to look at."""
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    problems = {}
+    try:
+        page = context.new_page()
+        open_page(page, app_url, "forward-pass", prompt=PROMPT, temperature=0)
+        page.wait_for_function(STEPS_FILLED, polling=20)
+        wait_idle(page)
+        folder = screenshots / size
+        folder.mkdir(exist_ok=True)
+        panels = page.get_by_test_id("stMain").get_by_test_id("stTabPanel")
+        for index, name in enumerate(TABS):
+            click_tab(page, index)
+            wait_still(page)
+            found = chart_text_problems(page)
+            if found:
+                problems[name] = found
+        # Streamlit scrolls inside its main block: a tall window, so a whole panel fits in its screenshot.
+        page.set_viewport_size({"width": width, "height": 2400})
+        for index in range(len(TABS)):
+            click_tab(page, index)
+            wait_still(page)
+            panels.nth(index).screenshot(path=folder / f"forward-pass-tab-{index + 1}.png")
+    finally:
+        context.close()
+    assert problems == {}
