@@ -41,15 +41,15 @@ class Limit:
     low_open: bool = False
 
 
-# The one limit of each numeric sampling parameter, in the order they are checked. The API checks a
-# request against these (with OpenAI's messages and codes), and the sampling stage checks its settings.
+# The one limit of each numeric sampling parameter, in the order SamplingSettings.validate checks them.
+# The API checks a request against the same limits, with OpenAI's messages and codes.
 LIMITS: dict[str, Limit] = {
     "temperature": Limit(0.0, 2.0),
+    "presence_penalty": Limit(-2.0, 2.0),
+    "frequency_penalty": Limit(-2.0, 2.0),
     "top_p": Limit(0.0, 1.0, low_open=True),
     "min_p": Limit(0.0, 1.0),
     "repetition_penalty": Limit(0.0, 2.0, low_open=True),
-    "presence_penalty": Limit(-2.0, 2.0),
-    "frequency_penalty": Limit(-2.0, 2.0),
 }
 LOGIT_BIAS_LIMIT = Limit(-MAX_LOGIT_BIAS, MAX_LOGIT_BIAS)
 

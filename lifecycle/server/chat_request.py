@@ -60,7 +60,7 @@ _MESSAGE_FIELDS = ("role", "content", "name", "refusal", "tool_calls", "tool_cal
                    "annotations")
 
 
-# The fields a client may leave out of the body, in the order a body written by to_payload lists them.
+# The fields to_payload writes only when they differ from their default, in the order it writes them.
 _OPTIONAL = ("stream_options", "seed", "stop", "n", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
              "top_logprobs", "top_k", "min_p", "repetition_penalty")
 
@@ -100,7 +100,7 @@ class ChatRequest:
 
     def to_payload(self) -> dict:
         """The JSON body a client sends: required fields, the common ones, and anything non-default."""
-        sent = self._optional_fields()
+        sent = self._defaulted_fields()
         payload: dict = {
             "model": self.model,
             "messages": [dict(m) for m in self.messages],
@@ -110,7 +110,7 @@ class ChatRequest:
         if self.max_tokens is not None:
             payload["max_tokens"] = self.max_tokens
         payload["stream"] = self.stream
-        unsent = ChatRequest(self.model, self.messages)._optional_fields()
+        unsent = ChatRequest(self.model, self.messages)._defaulted_fields()  # a body that sent none of them
         payload.update({name: sent[name] for name in _OPTIONAL if sent[name] != unsent[name]})
         if self.guardrail is not None:
             payload[GUARDRAIL] = {"block": list(self.guardrail.block)}
@@ -120,8 +120,8 @@ class ChatRequest:
         """The body exactly as the openai Python SDK (httpx) puts it on the wire: compact UTF-8 JSON."""
         return json.dumps(self.to_payload(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
-    def _optional_fields(self) -> dict:
-        """Every field of the body that has a default, with this request's value."""
+    def _defaulted_fields(self) -> dict:
+        """Every field of the body that has a default (temperature and top_p among them), with its value here."""
         return sampling_fields(self.sampling) | {
             "stream_options": self.stream_options, "seed": self.seed, "stop": list(self.stop), "n": self.n,
             "logprobs": self.logprobs, "top_logprobs": self.top_logprobs,
@@ -295,13 +295,27 @@ def sampling_number(payload: Mapping, name: str) -> float:
     return f.number(payload, name, getattr(SamplingSettings(), name), limit.low, limit.high, low_open=limit.low_open)
 
 
-def _sampling(payload: Mapping) -> SamplingSettings:
-    """The sampling settings a body asks for (its seed stays with the request: see ChatRequest)."""
-    return SamplingSettings(
-        **{name: sampling_number(payload, name) for name in LIMITS},
-        top_k=f.integer(payload, "top_k", 0) or 0,
-        logit_bias=tuple(sorted(_logit_bias(payload).items())),
-    )
+def _generation(payload: Mapping, stream: bool) -> dict:
+    """The fields that shape the generation, checked in this order (of several wrong ones, the first here
+    is the one reported), the sampling settings among them gathered into ``sampling``; the seed stays
+    with the request (see ChatRequest)."""
+    checked = {
+        "temperature": sampling_number(payload, "temperature"),
+        "top_p": sampling_number(payload, "top_p"),
+        "max_tokens": _max_tokens(payload),
+        "stream_options": _stream_options(payload, stream),
+        "seed": f.integer(payload, "seed", f.INT64_MIN),
+        "stop": _stop(payload),
+        "n": f.integer(payload, "n", 1, MAX_CHOICES) or 1,
+        "top_k": f.integer(payload, "top_k", 0) or 0,
+        "min_p": sampling_number(payload, "min_p"),
+        "repetition_penalty": sampling_number(payload, "repetition_penalty"),
+        "presence_penalty": sampling_number(payload, "presence_penalty"),
+        "frequency_penalty": sampling_number(payload, "frequency_penalty"),
+        "logit_bias": tuple(sorted(_logit_bias(payload).items())),
+    }
+    sampling = SamplingSettings(**{name: checked.pop(name) for name in (*LIMITS, "top_k", "logit_bias")})
+    return checked | {"sampling": sampling}
 
 
 def _logit_bias(payload: Mapping) -> dict[int, float]:
@@ -380,13 +394,8 @@ def validate_request(payload: object, *, known_models: Sequence[str] | None = No
     return ChatRequest(
         model=model_field(payload, known_models),
         messages=_messages(payload),
-        sampling=_sampling(payload),
-        max_tokens=_max_tokens(payload),
+        **_generation(payload, stream),
         stream=stream,
-        stream_options=_stream_options(payload, stream),
-        seed=f.integer(payload, "seed", f.INT64_MIN),
-        stop=_stop(payload),
-        n=f.integer(payload, "n", 1, MAX_CHOICES) or 1,
         logprobs=logprobs,
         top_logprobs=top_logprobs,
         metadata=_metadata(payload),
