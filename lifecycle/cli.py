@@ -23,6 +23,10 @@ from lifecycle.vocabulary import show_token
 TOP_CANDIDATES = 10
 URL_ENV, KEY_ENV = "LIFECYCLE_URL", "LIFECYCLE_API_KEY"
 DEFAULT_URL = "http://localhost:8501"
+# The flags of trace and warm that set the generation, in --help order, each with its value's type.
+GENERATION_FLAGS = {"temperature": float, "top_p": float, "top_k": int, "min_p": float, "repetition_penalty": float,
+                    "max_tokens": int, "seed": int}
+TRACE_TEMPERATURE = 0.7  # trace's one default of its own; the others are the sampling stage's and the journey's
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -39,13 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("prompt")
     trace.add_argument("--system", default=None, help="system prompt (default: the chat template's own)")
     trace.add_argument("--raw", action="store_true", help="plain completion of the prompt, no chat template")
-    trace.add_argument("--temperature", type=float, default=0.7)
-    trace.add_argument("--top-p", type=float, default=1.0)
-    trace.add_argument("--top-k", type=int, default=0)
-    trace.add_argument("--min-p", type=float, default=0.0)
-    trace.add_argument("--repetition-penalty", type=float, default=1.0)
-    trace.add_argument("--max-tokens", type=int, default=48)
-    trace.add_argument("--seed", type=int, default=None)
+    _add_generation_flags(trace)
     trace.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
     tok = commands.add_parser("tokenize", help="split text into tokens: ids, text and bytes")
     tok.add_argument("text")
@@ -60,11 +58,20 @@ def _parser() -> argparse.ArgumentParser:
                       help=f"the running app (default ${URL_ENV} or {DEFAULT_URL})")
     warm.add_argument("--api-key", default=os.environ.get(KEY_ENV),
                       help=f"one of the server's API keys (default ${KEY_ENV})")
-    for option, kind in (("--temperature", float), ("--top-p", float), ("--top-k", int), ("--min-p", float),
-                         ("--repetition-penalty", float), ("--max-tokens", int), ("--seed", int)):
-        warm.add_argument(option, type=kind, default=None, help="as in the sidebar (default: the pages' default)")
+    _add_generation_flags(warm, "as in the sidebar (default: the pages' default)")
     warm.add_argument("--system", default=None, help="system prompt (default: none, as in the sidebar)")
     return parser
+
+
+def _add_generation_flags(command: argparse.ArgumentParser, help: str | None = None) -> None:
+    """--temperature, --top-p, ... --seed; one not given is None, so the command picks its default."""
+    for name, kind in GENERATION_FLAGS.items():
+        command.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=help)
+
+
+def _generation_flags(args: argparse.Namespace) -> dict[str, int | float]:
+    """The generation flags given on the command line, by setting name."""
+    return {name: getattr(args, name) for name in GENERATION_FLAGS if getattr(args, name) is not None}
 
 
 def _keys(args: argparse.Namespace) -> str:
@@ -122,8 +129,7 @@ def _warm(args: argparse.Namespace) -> str:
     from lifecycle.warm import read_prompts, warm_server
 
     prompts = read_prompts(args.prompts)
-    names = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens", "seed")
-    settings = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    settings = _generation_flags(args)
     if args.system is not None:
         settings["system_prompt"] = args.system
     print(f"Warming {len(prompts)} prompt(s) on {args.url} …", flush=True)
@@ -153,16 +159,11 @@ def _trace(args: argparse.Namespace) -> str:
     from lifecycle.journey import JourneyInput, run_journey
     from lifecycle.sampling import SamplingSettings
 
-    sampling = SamplingSettings(
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        min_p=args.min_p,
-        repetition_penalty=args.repetition_penalty,
-        seed=args.seed,
-    )
+    given = _generation_flags(args)
+    max_tokens = given.pop("max_tokens", JourneyInput.max_tokens)
+    sampling = SamplingSettings(**{"temperature": TRACE_TEMPERATURE, **given})
     journey = run_journey(
-        JourneyInput(args.prompt, system=args.system, raw=args.raw, sampling=sampling, max_tokens=args.max_tokens)
+        JourneyInput(args.prompt, system=args.system, raw=args.raw, sampling=sampling, max_tokens=max_tokens)
     )
     report = journey_report(journey)
     return json.dumps(report, ensure_ascii=False, indent=1) if args.json else _summary(journey)

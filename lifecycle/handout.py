@@ -77,7 +77,7 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
         HandoutSection("Request", "The client sends one JSON body over HTTP; the API keeps no memory between calls, "
                        "so every request carries the whole conversation.",
                        [("model", request.model), ("messages", str(len(request.messages))),
-                        ("temperature", f"{request.temperature:g}"), ("max_tokens", str(request.max_tokens)),
+                        ("temperature", f"{request.sampling.temperature:g}"), ("max_tokens", str(request.max_tokens)),
                         ("body size", f"{len(body):,} bytes")], literal=body.decode("utf-8", "replace")),
         HandoutSection("Gateway", "Before any model runs, the gateway checks the API key, charges the request "
                        "against per-key rate limits (requests and tokens per minute), routes it to a model and "

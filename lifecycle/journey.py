@@ -402,23 +402,14 @@ def run_journey(inp: JourneyInput, loaded: LoadedModel | None = None) -> Journey
 
 def journey_request(inp: JourneyInput, model: str | None = None) -> ChatRequest:
     """The streamed chat-completions request a client sends for ``inp`` (what the Request page shows)."""
-    s = inp.sampling
     return chat_request(
         inp.prompt,
         system=inp.system or None,
         history=inp.conversation().history,
         model=model,
-        temperature=s.temperature,
-        top_p=s.top_p,
-        top_k=s.top_k,
-        min_p=s.min_p,
-        repetition_penalty=s.repetition_penalty,
-        presence_penalty=s.presence_penalty,
-        frequency_penalty=s.frequency_penalty,
-        logit_bias=dict(s.logit_bias),
+        sampling=inp.sampling,
         max_tokens=inp.max_tokens,
         stream=True,
         include_usage=inp.include_usage,
-        seed=s.seed,
         stop=inp.stop,
     )

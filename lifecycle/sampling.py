@@ -26,14 +26,39 @@ from lifecycle.errors import LifecycleError
 STAGES = ("grammar", "repetition_penalty", "temperature", "top_k", "top_p", "min_p")
 SHIFT_STAGES = ("logit_bias", "presence_penalty", "frequency_penalty", "repetition_penalty")
 MAX_LOGIT_BIAS = 100.0
+SEED_LIMIT = 2**63  # a draw's seed is an integer in [0, SEED_LIMIT)
 KEPT = -1
 _GRAMMAR, _TEMPERATURE, _TOP_K, _TOP_P, _MIN_P = (STAGES.index(s) for s in ("grammar",) + STAGES[2:])
 _NUCLEUS_BINS_PER_OCTAVE = 16
 
 
 @dataclass(frozen=True)
+class Limit:
+    """The numbers one sampling parameter accepts: [low, high], or (low, high] when ``low_open``."""
+
+    low: float
+    high: float
+    low_open: bool = False
+
+
+# The one limit of each numeric sampling parameter, in the order SamplingSettings.validate checks them.
+# The API checks a request against the same limits, with OpenAI's messages and codes.
+LIMITS: dict[str, Limit] = {
+    "temperature": Limit(0.0, 2.0),
+    "presence_penalty": Limit(-2.0, 2.0),
+    "frequency_penalty": Limit(-2.0, 2.0),
+    "top_p": Limit(0.0, 1.0, low_open=True),
+    "min_p": Limit(0.0, 1.0),
+    "repetition_penalty": Limit(0.0, 2.0, low_open=True),
+}
+LOGIT_BIAS_LIMIT = Limit(-MAX_LOGIT_BIAS, MAX_LOGIT_BIAS)
+
+
+@dataclass(frozen=True)
 class SamplingSettings:
-    """The sampling parameters of one request. ``top_k=0`` and ``top_p=1`` switch those stages off."""
+    """The sampling parameters of one request, with their defaults (OpenAI's where it has one): the API
+    request, the journey, the pages and the command line all carry this one type. ``top_k=0`` and
+    ``top_p=1`` switch those stages off."""
 
     temperature: float = 1.0
     top_p: float = 1.0
@@ -47,19 +72,15 @@ class SamplingSettings:
 
     def validate(self) -> None:
         """Raise LifecycleError naming the first parameter that is out of range (NaN included)."""
-        _check_range("temperature", self.temperature, 0.0, 2.0, low_open=False)
-        _check_range("presence_penalty", self.presence_penalty, -2.0, 2.0, low_open=False)
-        _check_range("frequency_penalty", self.frequency_penalty, -2.0, 2.0, low_open=False)
+        for name, limit in LIMITS.items():
+            _check_range(name, getattr(self, name), limit)
         for token_id, bias in self.logit_bias:
             if not _is_int(token_id) or token_id < 0:
                 raise LifecycleError(f"logit_bias keys must be token ids >= 0, got {token_id!r}", param="logit_bias")
-            _check_range("logit_bias", bias, -MAX_LOGIT_BIAS, MAX_LOGIT_BIAS, low_open=False)
-        _check_range("top_p", self.top_p, 0.0, 1.0, low_open=True)
-        _check_range("min_p", self.min_p, 0.0, 1.0, low_open=False)
-        _check_range("repetition_penalty", self.repetition_penalty, 0.0, 2.0, low_open=True)
+            _check_range("logit_bias", bias, LOGIT_BIAS_LIMIT)
         if not _is_int(self.top_k) or self.top_k < 0:
             raise LifecycleError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}", param="top_k")
-        if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed < 2**63):
+        if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed < SEED_LIMIT):
             raise LifecycleError(f"seed must be an integer in [0, 2^63), got {self.seed!r}", param="seed")
 
 
@@ -67,11 +88,12 @@ def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def _check_range(name: str, value: object, low: float, high: float, low_open: bool) -> None:
+def _check_range(name: str, value: object, limit: Limit) -> None:
+    low, high = limit.low, limit.high
     is_number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
-    ok = is_number and math.isfinite(value) and value <= high and (value > low if low_open else value >= low)
+    ok = is_number and math.isfinite(value) and value <= high and (value > low if limit.low_open else value >= low)
     if not ok:
-        bracket = "(" if low_open else "["
+        bracket = "(" if limit.low_open else "["
         raise LifecycleError(f"{name} must be a number in {bracket}{low:g}, {high:g}], got {value!r}", param=name)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
+from lifecycle.sampling import SamplingSettings
 from lifecycle.server.chat_request import ChatRequest, chat_request, check_token_ids, sampling_settings, validate_request
 from lifecycle.server.completion import build_response, new_completion_id
 from lifecycle.server.snippets import render_curl, render_javascript, render_python
@@ -178,10 +179,10 @@ def test_stream_options_need_stream():
 
 def test_boundaries_are_accepted():
     for temperature in (0, 0.0, 2, 2.0):
-        assert validate_request(body(temperature=temperature)).temperature == float(temperature)
-    assert validate_request(body(top_p=1)).top_p == 1.0
-    assert validate_request(body(top_p=1e-9)).top_p == 1e-9
-    assert validate_request(body(presence_penalty=-2, frequency_penalty=2)).frequency_penalty == 2.0
+        assert validate_request(body(temperature=temperature)).sampling.temperature == float(temperature)
+    assert validate_request(body(top_p=1)).sampling.top_p == 1.0
+    assert validate_request(body(top_p=1e-9)).sampling.top_p == 1e-9
+    assert validate_request(body(presence_penalty=-2, frequency_penalty=2)).sampling.frequency_penalty == 2.0
     assert validate_request(body(max_tokens=1)).max_tokens == 1
     assert validate_request(body(n=1, seed=-5, top_k=0)).seed == -5
 
@@ -192,7 +193,7 @@ def test_nulls_mean_defaults():
              response_format={"type": "text"}, modalities=["text"], service_tier="auto")
     )
     assert req == ChatRequest(model=MODEL, messages=USER)
-    assert (req.temperature, req.top_p, req.max_tokens, req.stop, req.n) == (1.0, 1.0, None, [], 1)
+    assert (req.sampling.temperature, req.sampling.top_p, req.max_tokens, req.stop, req.n) == (1.0, 1.0, None, [], 1)
 
 
 def test_user_metadata_and_store_are_recorded_as_metadata():
@@ -240,7 +241,7 @@ def test_unknown_message_fields_and_names_are_refused():
 
 
 def test_logit_bias_keys_are_token_ids_and_values_in_range():
-    assert validate_request(body(logit_bias={"785": -100, "12": 2.5})).logit_bias == {785: -100.0, 12: 2.5}
+    assert validate_request(body(logit_bias={"785": -100, "12": 2.5})).sampling.logit_bias == ((12, 2.5), (785, -100.0))
     assert rejected(body(logit_bias={"The": -100})).param == "logit_bias"
     assert rejected(body(logit_bias={"-1": 1})).param == "logit_bias"
     assert rejected(body(logit_bias={"5": 101})).param == "logit_bias.5"
@@ -291,10 +292,11 @@ def test_payload_round_trip():
 
 def test_chat_request_builds_messages_in_order():
     history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]
-    req = chat_request("Why?", system="Be brief.", history=history, temperature=0.2, max_tokens=16, seed=1)
+    req = chat_request("Why?", system="Be brief.", history=history, sampling=SamplingSettings(temperature=0.2, seed=1),
+                       max_tokens=16)
     assert [m["role"] for m in req.messages] == ["system", "user", "assistant", "user"]
     assert req.messages[-1]["content"] == "Why?"
-    assert (req.temperature, req.max_tokens, req.seed, req.stream) == (0.2, 16, 1, False)
+    assert (req.sampling.temperature, req.max_tokens, req.seed, req.stream) == (0.2, 16, 1, False)
     assert req.model == MODEL
 
 
@@ -304,7 +306,7 @@ def test_chat_request_rejects_bad_settings():
             chat_request(prompt)
         assert caught.value.param == "prompt"
     with pytest.raises(LifecycleError) as caught:
-        chat_request("hi", temperature=3)
+        chat_request("hi", sampling=SamplingSettings(temperature=3))
     assert caught.value.param == "temperature"
     assert chat_request("hi", stream=True, include_usage=True).include_usage
 
@@ -370,7 +372,7 @@ def test_http_request_is_self_consistent():
 
 
 def test_curl_parses_back_to_the_payload():
-    req = chat_request("It's a \"quote\" and $HOME `ls`", seed=4, top_k=5)
+    req = chat_request("It's a \"quote\" and $HOME `ls`", sampling=SamplingSettings(seed=4, top_k=5))
     argv = shlex.split(render_curl(req).replace("\\\n", " "))
     assert argv[0] == "curl" and argv[1] == "http://localhost:8501/v1/chat/completions"
     assert json.loads(argv[argv.index("-d") + 1]) == req.to_payload()
@@ -378,7 +380,8 @@ def test_curl_parses_back_to_the_payload():
 
 
 def test_python_snippet_is_valid_and_sends_the_payload():
-    req = chat_request("It's 'quoted'\nline two", stream=True, include_usage=True, top_k=40, min_p=0.1, seed=9)
+    req = chat_request("It's 'quoted'\nline two", stream=True, include_usage=True,
+                       sampling=SamplingSettings(top_k=40, min_p=0.1, seed=9))
     tree = ast.parse(render_python(req))
     call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "create")
     kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
@@ -389,7 +392,7 @@ def test_python_snippet_is_valid_and_sends_the_payload():
 
 
 def test_javascript_snippet_sends_the_payload():
-    req = chat_request("</script> and ${x}", stream=False, seed=2)
+    req = chat_request("</script> and ${x}", stream=False, sampling=SamplingSettings(seed=2))
     text = render_javascript(req)
     literal = text.split("client.chat.completions.create(", 1)[1].rsplit(");\nconsole.log(response.choices", 1)[0]
     assert json.loads(literal) == req.to_payload()

@@ -7,6 +7,7 @@ import pytest
 
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
+from lifecycle.sampling import SamplingSettings
 from lifecycle.server.chat_request import chat_request
 from lifecycle.server.response_store import ResponseStore
 from lifecycle.server.responses_request import (
@@ -30,7 +31,7 @@ def test_string_input_and_instructions_become_chat_messages():
                                           "max_output_tokens": 7, "temperature": 0.5})
     chat = request.to_chat()
     assert chat.messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
-    assert (chat.max_tokens, chat.temperature, chat.logprobs) == (7, 0.5, False)
+    assert (chat.max_tokens, chat.sampling.temperature, chat.logprobs) == (7, 0.5, False)
 
 
 def test_items_and_history_keep_their_order_and_instructions_are_not_carried_over():
@@ -104,13 +105,14 @@ def test_logprobs_need_include_and_default_to_no_alternatives():
 
 
 def test_as_responses_request_asks_the_same_thing():
-    chat = chat_request("What is 2+2?", system="Be brief.", seed=4, stop=["\n"], max_tokens=9, top_k=40)
+    chat = chat_request("What is 2+2?", system="Be brief.", sampling=SamplingSettings(seed=4, top_k=40), stop=["\n"],
+                        max_tokens=9)
     responses = as_responses_request(chat)
     assert responses.to_payload() == {"model": chat.model, "instructions": "Be brief.", "input": "What is 2+2?",
                                       "temperature": 1.0, "top_p": 1.0, "max_output_tokens": 9, "stream": False,
                                       "top_k": 40}
     back = responses.to_chat()
-    assert (back.messages, back.max_tokens, back.top_k) == (chat.messages, chat.max_tokens, chat.top_k)
+    assert (back.messages, back.max_tokens, back.sampling.top_k) == (chat.messages, chat.max_tokens, chat.sampling.top_k)
     rows = {row.aspect: row for row in wire_differences(chat, responses)}
     assert rows["body size"].chat_completions == f"{len(chat.wire_body()):,} bytes"
     assert rows["body size"].responses == f"{len(json.dumps(responses.to_payload(), separators=(',', ':')))} bytes"

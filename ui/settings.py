@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import streamlit as st
 
 from lifecycle.errors import LifecycleError
-from lifecycle.journey import MAX_PROMPT_CHARS
+from lifecycle.journey import MAX_PROMPT_CHARS, JourneyInput
+from lifecycle.sampling import SamplingSettings
 
 # The walkthrough's question. At the default temperature 0 (greedy) SmolLM2-135M answers "The capital
 # of India is New Delhi, …" in 24 tokens, finish_reason "stop" (checked in tests/pages/test_defaults.py).
@@ -58,6 +59,17 @@ NUMBERS: dict[str, NumberSpec] = {
     "seed": NumberSpec("Seed", 0, 2**31 - 1, 42, 1, False, "Same seed + same settings = same answer."),
 }
 INTEGERS = frozenset({"top_k", "max_tokens", "seed"})
+# The sidebar's sampling widgets: each sets the field of SamplingSettings it is named after.
+SAMPLING_KEYS = tuple(key for key in NUMBERS if key in {f.name for f in fields(SamplingSettings)})
+
+
+def widget_default(key: str) -> int | float:
+    """A number widget's default, as the widget holds it (an int for the whole-number settings)."""
+    return (int if key in INTEGERS else float)(NUMBERS[key].default)
+
+
+# The pages' sampling: each widget's default; the settings without a widget keep the API's defaults.
+PAGE_SAMPLING = SamplingSettings(**{key: widget_default(key) for key in SAMPLING_KEYS})
 
 
 @dataclass(frozen=True)
@@ -67,14 +79,16 @@ class JourneySettings:
     prompt: str = DEFAULT_PROMPT
     system_prompt: str = ""
     history: tuple[tuple[str, str], ...] = ()  # earlier (role, content) turns, oldest first
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    max_tokens: int = 48
-    seed: int = 42
+    sampling: SamplingSettings = PAGE_SAMPLING
+    max_tokens: int = widget_default("max_tokens")
     include_usage: bool = True
+
+    @classmethod
+    def from_sidebar(cls, **values: object) -> JourneySettings:
+        """The settings named as the sidebar's widgets and the URL's query parameters name them
+        (``temperature``, ``top_k``... are the sampling's); a setting not given keeps its default."""
+        sampling = {key: values.pop(key) for key in SAMPLING_KEYS if key in values}
+        return cls(**values, sampling=replace(PAGE_SAMPLING, **sampling))
 
     def messages(self) -> list[dict]:
         """The OpenAI messages list: system prompt (when set), earlier turns, then the prompt."""
@@ -82,28 +96,13 @@ class JourneySettings:
         turns = [{"role": role, "content": content} for role, content in self.history]
         return [*system, *turns, {"role": "user", "content": self.prompt}]
 
-    def sampling(self):
-        """The sampling parameters as ``lifecycle.sampling.SamplingSettings``."""
-        from lifecycle.sampling import SamplingSettings
-
-        return SamplingSettings(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            min_p=self.min_p,
-            repetition_penalty=self.repetition_penalty,
-            seed=self.seed,
-        )
-
-    def journey_input(self):
+    def journey_input(self) -> JourneyInput:
         """These settings as the input of ``lifecycle.journey.run_journey``."""
-        from lifecycle.journey import JourneyInput
-
         return JourneyInput(
             prompt=self.prompt,
             system=self.system_prompt if self.system_prompt.strip() else None,
             history=self.history,
-            sampling=self.sampling(),
+            sampling=self.sampling,
             max_tokens=self.max_tokens,
             include_usage=self.include_usage,
         )
@@ -154,7 +153,7 @@ def url_problems(params: Mapping[str, str]) -> list[str]:
 
 def bound_defaults() -> dict[str, object]:
     """Each sidebar widget's key (its query parameter) and default value; a default is never in the URL."""
-    numbers = {key: (int if key in INTEGERS else float)(spec.default) for key, spec in NUMBERS.items()}
+    numbers = {key: widget_default(key) for key in NUMBERS}
     return {"prompt": DEFAULT_PROMPT, "system_prompt": "", "history": "", **numbers, "include_usage": True}
 
 
@@ -231,7 +230,7 @@ def current_settings() -> JourneySettings:
     Raises LifecycleError when the conversation history cannot be read.
     """
     state = st.session_state
-    values = {f.name: state[f.name] for f in fields(JourneySettings) if f.name in state and f.name != "history"}
+    values = {key: state[key] for key in bound_defaults() if key in state and key != "history"}
     history = parse_history(state.get("history", "") or "")
-    return JourneySettings(**values, history=history)
+    return JourneySettings.from_sidebar(**values, history=history)
 

@@ -13,7 +13,6 @@ import asyncio
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -64,9 +63,7 @@ async def _warm(request: Request, server: ApiServer) -> Response:
         raise LifecycleError("The body must be a JSON object with 'prompts'.", code="invalid_json")
     prompts = parse_prompts(payload.get("prompts"))
     settings = parse_settings(payload.get("settings"))
-    names = {f.name for f in fields(JourneySettings)}
-    inputs = [JourneySettings(prompt=p, **{k: v for k, v in settings.items() if k in names}).journey_input()
-              for p in prompts]
+    inputs = [JourneySettings.from_sidebar(**settings, prompt=p).journey_input() for p in prompts]
     status = model_status()
     if status.state != "ready":
         start_model_loading()

@@ -18,7 +18,7 @@ from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt, journey_results
 from ui.frame import lesson, stage_page
 from ui.live_replay import live_replay
-from ui.settings import NUMBERS, JourneySettings
+from ui.settings import JourneySettings, widget_default
 from ui.tables import fitted_table
 
 VIEW = "generation_view"  # session state: which run is shown and where the reader picked
@@ -104,7 +104,7 @@ def _finish(generation: Generation, settings: JourneySettings) -> None:
         st.button(f"Try max_tokens = {SHORT_RUN}", on_click=_set_max_tokens, args=(SHORT_RUN,),
                   help="Sets max_tokens in the sidebar: the answer is cut with finish_reason \"length\".")
     else:
-        default = int(NUMBERS["max_tokens"].default)
+        default = widget_default("max_tokens")
         st.button(f"Back to max_tokens = {default}", on_click=_set_max_tokens, args=(default,))
 
 

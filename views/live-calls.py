@@ -105,7 +105,7 @@ def _how_to_call(settings: JourneySettings, development_key: bool) -> None:
     page = urlsplit(st.context.url or "")
     base = f"{page.scheme}://{page.netloc}/v1" if page.netloc else "http://localhost:8501/v1"
     body = {
-        "model": model_status().name, "messages": settings.messages(), "temperature": settings.temperature,
+        "model": model_status().name, "messages": settings.messages(), "temperature": settings.sampling.temperature,
         "max_tokens": settings.max_tokens, "stream": True, "stream_options": {"include_usage": True},
     }
     st.markdown("Send the sidebar's prompt to this app's API; the call appears in the table below.")
@@ -122,7 +122,7 @@ def _how_to_call(settings: JourneySettings, development_key: bool) -> None:
         f"stream = client.chat.completions.create(\n"
         f"    model={body['model']!r},\n"
         f"    messages={settings.messages()!r},\n"
-        f"    temperature={settings.temperature!r}, max_tokens={settings.max_tokens},\n"
+        f"    temperature={settings.sampling.temperature!r}, max_tokens={settings.max_tokens},\n"
         '    stream=True, stream_options={"include_usage": True},\n)\n'
         "for chunk in stream:\n"
         "    if chunk.choices:\n"

@@ -61,7 +61,7 @@ with stage_page("next-token") as settings:
     if first:
         first_col.metric("This run's first generated token", show_token(first.text), f"id {first.token_id}",
                          delta_color="off", delta_arrow="off")
-    s = settings
+    s = settings.sampling
     if answer is None:
         st.caption("This run's generation has not run yet: the Generation page runs it and shows which token "
                    "was chosen first.")

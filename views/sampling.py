@@ -70,13 +70,13 @@ NUCLEUS_RANKS = 2000
 
 
 def _basis(settings: JourneySettings) -> tuple:
-    return tuple(getattr(settings, knob) for knob in KNOBS)
+    return tuple(getattr(settings.sampling, knob) for knob in KNOBS)
 
 
 def _opening(settings: JourneySettings, knob: str) -> float:
     """Where a what-if slider starts: the journey's setting, except that greedy decoding (temperature 0,
     one bar at 100%) opens at temperature 1, the model's own distribution, which has more to show."""
-    value = getattr(settings, knob)
+    value = getattr(settings.sampling, knob)
     return OPENING_TEMPERATURE if knob == "temperature" and value == 0 else value
 
 
@@ -91,11 +91,12 @@ def _start_from_sidebar(settings: JourneySettings) -> None:
 
 def _differences(settings: JourneySettings, what_if: SamplingSettings) -> str:
     """How the what-if differs from the journey's settings, in words ("" when it does not)."""
-    changed = [f"{NUMBERS[knob].label.lower()} {getattr(what_if, knob):g} here, {getattr(settings, knob):g} in the "
-               "journey" for knob in KNOBS if getattr(what_if, knob) != getattr(settings, knob)]
+    journey = settings.sampling
+    changed = [f"{NUMBERS[knob].label.lower()} {getattr(what_if, knob):g} here, {getattr(journey, knob):g} in the "
+               "journey" for knob in KNOBS if getattr(what_if, knob) != getattr(journey, knob)]
     if not changed:
         return "The sliders start at the journey's settings."
-    greedy = " (greedy: it always takes the top token)" if settings.temperature == 0 else ""
+    greedy = " (greedy: it always takes the top token)" if journey.temperature == 0 else ""
     return f"Not the journey's settings: {'; '.join(changed)}{greedy}."
 
 
@@ -127,13 +128,13 @@ def _knob_specs(settings: JourneySettings) -> dict[str, dict]:
     for knob in LIVE_KNOBS:
         spec = NUMBERS[knob]
         specs[knob] = {"label": spec.label, "low": spec.low, "high": spec.high, "step": spec.step, "help": spec.help}
-    specs["top_k"]["choices"] = sorted({*TOP_K_CHOICES, settings.top_k})
+    specs["top_k"]["choices"] = sorted({*TOP_K_CHOICES, settings.sampling.top_k})
     return specs
 
 
 def _what_if_settings(settings: JourneySettings) -> SamplingSettings:
     values = {knob: st.session_state[LOCAL[knob]] for knob in KNOBS}
-    return SamplingSettings(**values, seed=settings.seed)
+    return replace(settings.sampling, **values)
 
 
 def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_text):
@@ -327,7 +328,7 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
     with nucleus:
         _nucleus(logits, what_if, previous, sampled)
     with draws:
-        _draws(sampled, token_text, settings.seed)
+        _draws(sampled, token_text, settings.sampling.seed)
     with api:
         _api_stages(logits, what_if, previous, token_text, vocabulary)
 

@@ -125,7 +125,7 @@ def _run_live(prepared, settings, loaded) -> dict:
     started = time.perf_counter()
     events = []
     stream = stream_completion(
-        loaded, prepared.rendered.ids, settings.sampling(), settings.max_tokens, loaded.name, new_completion_id(),
+        loaded, prepared.rendered.ids, settings.sampling, settings.max_tokens, loaded.name, new_completion_id(),
         settings.include_usage, started=started,
     )
     for event in stream:
@@ -169,7 +169,7 @@ def _show_live(live: dict, model_name: str) -> None:
 @per_prompt_cache
 def _guarded_stream(settings, guardrail: Guardrail, _prepared, _loaded) -> list[StreamEvent]:
     prepared, loaded = _prepared, _loaded
-    return list(stream_completion(loaded, prepared.rendered.ids, settings.sampling(), settings.max_tokens, loaded.name,
+    return list(stream_completion(loaded, prepared.rendered.ids, settings.sampling, settings.max_tokens, loaded.name,
                                   new_completion_id(), settings.include_usage, guardrail=guardrail))
 
 

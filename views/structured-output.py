@@ -49,7 +49,7 @@ SHOWN_FRAGMENTS = 60
 @per_prompt_cache
 def _run(messages_json: str, fields_json: str, settings: JourneySettings, _loaded) -> StructuredRun:
     rules = output_rules(**json.loads(fields_json))
-    return follow_call(_loaded, json.loads(messages_json), rules, settings.sampling(), MAX_TOKENS)
+    return follow_call(_loaded, json.loads(messages_json), rules, settings.sampling, MAX_TOKENS)
 
 
 def _parse_json(text: str, what: str, param: str):

@@ -11,14 +11,14 @@ refused too. ``chat_request`` builds a request from the app's settings.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping, Sequence
 
 from lifecycle.errors import LifecycleError
 from lifecycle.guardrail import Guardrail, parse_guardrail
 from lifecycle.tools import OutputRules, output_rules
 from lifecycle.model import model_name
-from lifecycle.sampling import MAX_LOGIT_BIAS, SamplingSettings
+from lifecycle.sampling import LIMITS, LOGIT_BIAS_LIMIT, SEED_LIMIT, SamplingSettings
 from lifecycle.server import fields as f
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -60,26 +60,27 @@ _MESSAGE_FIELDS = ("role", "content", "name", "refusal", "tool_calls", "tool_cal
                    "annotations")
 
 
+# The fields to_payload writes only when they differ from their default, in the order it writes them.
+_OPTIONAL = ("stream_options", "seed", "stop", "n", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
+             "top_logprobs", "top_k", "min_p", "repetition_penalty")
+
+
 @dataclass
 class ChatRequest:
-    """One validated chat-completions request. ``max_tokens`` None means "as many as fit"."""
+    """One validated chat-completions request. ``max_tokens`` None means "as many as fit".
+
+    ``sampling`` holds the sampling settings its choices share; ``seed`` is the seed as sent (OpenAI
+    allows any 64-bit integer), from which each choice draws with its own (``sampling_settings``)."""
 
     model: str
     messages: list[dict]
-    temperature: float = 1.0
-    top_p: float = 1.0
+    sampling: SamplingSettings = SamplingSettings()
     max_tokens: int | None = None
     stream: bool = False
     stream_options: dict | None = None
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     n: int = 1
-    top_k: int = 0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: bool = False
     top_logprobs: int | None = None
     metadata: dict = field(default_factory=dict)  # user, metadata, store, ... as sent (recorded, not used)
@@ -99,30 +100,18 @@ class ChatRequest:
 
     def to_payload(self) -> dict:
         """The JSON body a client sends: required fields, the common ones, and anything non-default."""
+        sent = self._defaulted_fields()
         payload: dict = {
             "model": self.model,
             "messages": [dict(m) for m in self.messages],
-            "temperature": self.temperature,
-            "top_p": self.top_p,
+            "temperature": sent["temperature"],
+            "top_p": sent["top_p"],
         }
         if self.max_tokens is not None:
             payload["max_tokens"] = self.max_tokens
         payload["stream"] = self.stream
-        optional = {
-            "stream_options": (self.stream_options, None),
-            "seed": (self.seed, None),
-            "stop": (list(self.stop), []),
-            "n": (self.n, 1),
-            "presence_penalty": (self.presence_penalty, 0.0),
-            "frequency_penalty": (self.frequency_penalty, 0.0),
-            "logit_bias": ({str(k): v for k, v in self.logit_bias.items()}, {}),
-            "logprobs": (self.logprobs, False),
-            "top_logprobs": (self.top_logprobs, None),
-            "top_k": (self.top_k, 0),
-            "min_p": (self.min_p, 0.0),
-            "repetition_penalty": (self.repetition_penalty, 1.0),
-        }
-        payload.update({name: value for name, (value, default) in optional.items() if value != default})
+        unsent = ChatRequest(self.model, self.messages)._defaulted_fields()  # a body that sent none of them
+        payload.update({name: sent[name] for name in _OPTIONAL if sent[name] != unsent[name]})
         if self.guardrail is not None:
             payload[GUARDRAIL] = {"block": list(self.guardrail.block)}
         return payload | self.output_fields | self.metadata
@@ -130,6 +119,18 @@ class ChatRequest:
     def wire_body(self) -> bytes:
         """The body exactly as the openai Python SDK (httpx) puts it on the wire: compact UTF-8 JSON."""
         return json.dumps(self.to_payload(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def _defaulted_fields(self) -> dict:
+        """Every field of the body that has a default (temperature and top_p among them), with its value here."""
+        return sampling_fields(self.sampling) | {
+            "stream_options": self.stream_options, "seed": self.seed, "stop": list(self.stop), "n": self.n,
+            "logprobs": self.logprobs, "top_logprobs": self.top_logprobs,
+        }
+
+
+def sampling_fields(sampling: SamplingSettings) -> dict:
+    """The sampling settings as the body's fields: logit_bias keyed by token ids written as strings."""
+    return asdict(sampling) | {"logit_bias": {str(token_id): bias for token_id, bias in sampling.logit_bias}}
 
 
 # --- messages ---------------------------------------------------------------------------------
@@ -288,6 +289,35 @@ def _logprobs(payload: Mapping) -> tuple[bool, int | None]:
     return logprobs, top
 
 
+def sampling_number(payload: Mapping, name: str) -> float:
+    """A numeric sampling field checked against its limit (lifecycle.sampling.LIMITS); its default when not sent."""
+    limit = LIMITS[name]
+    return f.number(payload, name, getattr(SamplingSettings(), name), limit.low, limit.high, low_open=limit.low_open)
+
+
+def _generation(payload: Mapping, stream: bool) -> dict:
+    """The fields that shape the generation, checked in this order (of several wrong ones, the first here
+    is the one reported), the sampling settings among them gathered into ``sampling``; the seed stays
+    with the request (see ChatRequest)."""
+    checked = {
+        "temperature": sampling_number(payload, "temperature"),
+        "top_p": sampling_number(payload, "top_p"),
+        "max_tokens": _max_tokens(payload),
+        "stream_options": _stream_options(payload, stream),
+        "seed": f.integer(payload, "seed", f.INT64_MIN),
+        "stop": _stop(payload),
+        "n": f.integer(payload, "n", 1, MAX_CHOICES) or 1,
+        "top_k": f.integer(payload, "top_k", 0) or 0,
+        "min_p": sampling_number(payload, "min_p"),
+        "repetition_penalty": sampling_number(payload, "repetition_penalty"),
+        "presence_penalty": sampling_number(payload, "presence_penalty"),
+        "frequency_penalty": sampling_number(payload, "frequency_penalty"),
+        "logit_bias": tuple(sorted(_logit_bias(payload).items())),
+    }
+    sampling = SamplingSettings(**{name: checked.pop(name) for name in (*LIMITS, "top_k", "logit_bias")})
+    return checked | {"sampling": sampling}
+
+
 def _logit_bias(payload: Mapping) -> dict[int, float]:
     """Token id (a JSON object key, so a string of digits) -> bias in [-100, 100]."""
     bias = payload.get("logit_bias")
@@ -303,13 +333,13 @@ def _logit_bias(payload: Mapping) -> dict[int, float]:
         if not (isinstance(key, str) and key.isascii() and key.isdigit()):
             raise LifecycleError(f"Invalid 'logit_bias': keys must be token ids (integers as strings), got "
                                  f"{f.shown(key)}.", "logit_bias", "invalid_value")
-        parsed[int(key)] = f.checked_number(f"logit_bias.{key}", value, -MAX_LOGIT_BIAS, MAX_LOGIT_BIAS)
+        parsed[int(key)] = f.checked_number(f"logit_bias.{key}", value, LOGIT_BIAS_LIMIT.low, LOGIT_BIAS_LIMIT.high)
     return parsed
 
 
 def check_token_ids(request: ChatRequest, vocab_size: int) -> None:
     """logit_bias may only name tokens the model has (the vocabulary is known once it is loaded)."""
-    unknown = sorted(token_id for token_id in request.logit_bias if token_id >= vocab_size)
+    unknown = [token_id for token_id, _ in request.sampling.logit_bias if token_id >= vocab_size]
     if unknown:
         raise LifecycleError(
             f"Invalid 'logit_bias': token id {unknown[0]} is not in the model's vocabulary (ids 0 to {vocab_size - 1}).",
@@ -364,20 +394,8 @@ def validate_request(payload: object, *, known_models: Sequence[str] | None = No
     return ChatRequest(
         model=model_field(payload, known_models),
         messages=_messages(payload),
-        temperature=f.number(payload, "temperature", 1.0, 0.0, 2.0),
-        top_p=f.number(payload, "top_p", 1.0, 0.0, 1.0, low_open=True),
-        max_tokens=_max_tokens(payload),
+        **_generation(payload, stream),
         stream=stream,
-        stream_options=_stream_options(payload, stream),
-        seed=f.integer(payload, "seed", f.INT64_MIN),
-        stop=_stop(payload),
-        n=f.integer(payload, "n", 1, MAX_CHOICES) or 1,
-        top_k=f.integer(payload, "top_k", 0) or 0,
-        min_p=f.number(payload, "min_p", 0.0, 0.0, 1.0),
-        repetition_penalty=f.number(payload, "repetition_penalty", 1.0, 0.0, 2.0, low_open=True),
-        presence_penalty=f.number(payload, "presence_penalty", 0.0, -2.0, 2.0),
-        frequency_penalty=f.number(payload, "frequency_penalty", 0.0, -2.0, 2.0),
-        logit_bias=_logit_bias(payload),
         logprobs=logprobs,
         top_logprobs=top_logprobs,
         metadata=_metadata(payload),
@@ -394,39 +412,24 @@ def chat_request(
     history: Sequence[Mapping] = (),
     *,
     model: str | None = None,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    min_p: float = 0.0,
-    repetition_penalty: float = 1.0,
-    presence_penalty: float = 0.0,
-    frequency_penalty: float = 0.0,
-    logit_bias: Mapping[int, float] | None = None,
+    sampling: SamplingSettings = SamplingSettings(),
     max_tokens: int | None = DEFAULT_MAX_TOKENS,
     stream: bool = False,
     include_usage: bool = False,
-    seed: int | None = None,
     stop: Sequence[str] = (),
 ) -> ChatRequest:
-    """The request the app sends for ``prompt``: optional system prompt, earlier turns, then the prompt."""
+    """The request the app sends for ``prompt``: optional system prompt, earlier turns, then the prompt,
+    drawn with ``sampling`` (its seed becomes the request's)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise LifecycleError("The prompt is empty: type a message to send.", "prompt", "empty_content")
     messages = ([{"role": "system", "content": system}] if system else []) + [dict(m) for m in history]
     payload = {
         "model": model or model_name(),
         "messages": messages + [{"role": "user", "content": prompt}],
-        "temperature": temperature,
-        "top_p": top_p,
-        "top_k": top_k,
-        "min_p": min_p,
-        "repetition_penalty": repetition_penalty,
-        "presence_penalty": presence_penalty,
-        "frequency_penalty": frequency_penalty,
-        "logit_bias": {str(k): v for k, v in (logit_bias or {}).items()} or None,
+        **sampling_fields(sampling),
         "max_tokens": max_tokens,
         "stream": stream,
         "stream_options": {"include_usage": include_usage} if stream else None,
-        "seed": seed,
         "stop": list(stop) or None,
     }
     return validate_request(payload)
@@ -434,9 +437,5 @@ def chat_request(
 
 def sampling_settings(request: ChatRequest, choice: int = 0) -> SamplingSettings:
     """The sampling stage's settings for choice ``choice`` (n > 1 choices draw with consecutive seeds)."""
-    seed = None if request.seed is None else (request.seed + choice) % 2**63  # the API allows negative seeds
-    return SamplingSettings(
-        temperature=request.temperature, top_p=request.top_p, top_k=request.top_k, min_p=request.min_p,
-        repetition_penalty=request.repetition_penalty, seed=seed, presence_penalty=request.presence_penalty,
-        frequency_penalty=request.frequency_penalty, logit_bias=tuple(sorted(request.logit_bias.items())),
-    )
+    seed = None if request.seed is None else (request.seed + choice) % SEED_LIMIT  # the API allows negative seeds
+    return replace(request.sampling, seed=seed)

@@ -25,6 +25,7 @@ from lifecycle.server.chat_request import (
     MAX_TOP_LOGPROBS,
     ChatRequest,
     model_field,
+    sampling_number,
     validate_request,
 )
 
@@ -361,8 +362,8 @@ def validate_responses_request(payload: object, *, known_models: Sequence[str] |
         instructions=instructions,
         stream=stream,
         max_output_tokens=f.integer(payload, "max_output_tokens", 1),
-        temperature=f.number(payload, "temperature", 1.0, 0.0, 2.0),
-        top_p=f.number(payload, "top_p", 1.0, 0.0, 1.0, low_open=True),
+        temperature=sampling_number(payload, "temperature"),
+        top_p=sampling_number(payload, "top_p"),
         previous_response_id=previous,
         store=f.boolean(payload, "store", default=True),
         metadata=f.metadata(payload) or {},
@@ -422,7 +423,7 @@ def as_responses_request(chat: ChatRequest) -> ResponsesRequest:
     history, prompt = messages[:-1], messages[-1]["content"]
     payload = chat.to_payload()
     return responses_request(
-        prompt, system, history, model=chat.model, temperature=chat.temperature, top_p=chat.top_p,
+        prompt, system, history, model=chat.model, temperature=chat.sampling.temperature, top_p=chat.sampling.top_p,
         max_output_tokens=chat.max_tokens, stream=chat.stream,
         extensions={name: payload[name] for name in EXTENSIONS if name in payload},
     )

@@ -19,7 +19,7 @@ def _page():
     st.session_state["values"] = [
         length(JourneySettings(prompt="abc"), object()),
         length(JourneySettings(prompt="abc"), object()),  # same settings: a hit, whatever _unhashable is
-        length(JourneySettings(prompt="abcd", temperature=0.1), object()),
+        length(JourneySettings.from_sidebar(prompt="abcd", temperature=0.1), object()),
     ]
 
 
@@ -39,7 +39,7 @@ def test_cached_journey_runs_the_sidebar_settings_once_per_prompt(loaded):
         from ui.cache import cached_journey, inspected_prompt, journey_results
         from ui.settings import JourneySettings
 
-        settings = JourneySettings(prompt="Say hi.", temperature=0.0, max_tokens=3, system_prompt="Be brief.")
+        settings = JourneySettings.from_sidebar(prompt="Say hi.", temperature=0.0, max_tokens=3, system_prompt="Be brief.")
         first, second = cached_journey(settings), cached_journey(settings)
         st.session_state["same"] = first.generation is second.generation and first.forward is second.forward
         st.session_state["inspection_is_shared"] = inspected_prompt(settings)[1].forward is first.forward

@@ -19,15 +19,15 @@ def prompt_ids():
 
 def test_default_settings_answer_new_delhi_and_stop(loaded, prompt_ids):
     defaults = JourneySettings()
-    steps = list(generate_steps(loaded, prompt_ids, defaults.sampling(), defaults.max_tokens))
+    steps = list(generate_steps(loaded, prompt_ids, defaults.sampling, defaults.max_tokens))
     text = "".join(step.delta for step in steps)
     assert "New Delhi" in text
     assert steps[-1].finished == "stop"
 
 
 def test_the_wrong_draw_on_the_home_page_is_what_the_model_does(loaded, prompt_ids):
-    settings = JourneySettings(temperature=WRONG_DRAW["temperature"], seed=WRONG_DRAW["seed"])
-    steps = list(generate_steps(loaded, prompt_ids, settings.sampling(), settings.max_tokens))
+    settings = JourneySettings.from_sidebar(temperature=WRONG_DRAW["temperature"], seed=WRONG_DRAW["seed"])
+    steps = list(generate_steps(loaded, prompt_ids, settings.sampling, settings.max_tokens))
     assert "".join(step.delta for step in steps).strip() == WRONG_DRAW["answer"]
     assert steps[-1].finished == "stop"
     drawn = next(step for step in steps if step.text == WRONG_DRAW["odds"][-1][0])

@@ -94,8 +94,8 @@ def test_the_answer_is_highlighted_by_its_logprobs(run_page, loaded):
     bar = plotly_figure(app, "generation_logprobs").data[0]
     from ui.settings import JourneySettings
 
-    steps = run_journey(JourneySettings(prompt="Name a colour.", temperature=0, max_tokens=6, seed=1).journey_input(),
-                        loaded).generation.steps
+    settings = JourneySettings.from_sidebar(prompt="Name a colour.", temperature=0, max_tokens=6, seed=1)
+    steps = run_journey(settings.journey_input(), loaded).generation.steps
     assert len(bar.marker.color) == len(steps)
     # the same greedy run (batched runs may differ in the last float digits)
     assert np.allclose(bar.marker.color, [math.exp(s.logprob) for s in steps], rtol=1e-3)
@@ -124,7 +124,7 @@ def test_a_generation_that_ended_before_its_first_token_reads_as_such(run_page, 
     from ui.settings import JourneySettings
 
     settings = dict(prompt="A generation cancelled before it began.", temperature=0.0, max_tokens=4)
-    inp = JourneySettings(**settings).journey_input()
+    inp = JourneySettings.from_sidebar(**settings).journey_input()
     results = shared_results(loaded)
     empty = answer(results.prepared(inp), loaded, cancelled=lambda: True)
     assert empty.generation.steps == [] and empty.generation.finish_reason == "cancelled"

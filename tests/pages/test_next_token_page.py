@@ -40,7 +40,7 @@ def test_the_page_never_waits_for_the_generation_and_shows_its_first_token_once_
     from lifecycle.results import shared_results
     from ui.settings import JourneySettings
 
-    settings = JourneySettings(prompt=PROMPT + " Twice?", temperature=0, max_tokens=2)
+    settings = JourneySettings.from_sidebar(prompt=PROMPT + " Twice?", temperature=0, max_tokens=2)
     results = shared_results(shared_model())
     app = run_page("next-token", prompt=settings.prompt, temperature=0, max_tokens=2)
     assert not app.exception and not app.error

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lifecycle.context import render_messages
+from lifecycle.sampling import SamplingSettings
 from lifecycle.server.chat_request import chat_request
 from lifecycle.server.responses_request import as_responses_request
 from lifecycle.server.snippets import python_call
@@ -45,8 +46,8 @@ def _table(app, column: str):
 def test_request_json_is_built_from_the_settings_and_the_response_matches_the_run(run_page):
     app = run_page("request", prompt=PROMPT, max_tokens=4, temperature=0.0, seed=3, system_prompt="Be brief.")
     assert not app.exception and not app.error
-    request = chat_request(PROMPT, system="Be brief.", temperature=0.0, max_tokens=4, stream=True,
-                           include_usage=True, seed=3)
+    request = chat_request(PROMPT, system="Be brief.", sampling=SamplingSettings(temperature=0.0, seed=3), max_tokens=4,
+                           stream=True, include_usage=True)
     expected = request.to_payload()
     codes = _codes(app)
     assert json.dumps(expected, ensure_ascii=False, indent=2) in codes
