@@ -38,8 +38,8 @@ from lifecycle.errors import LifecycleError
 from lifecycle.forward import ForwardPass, run_forward, token_text
 from lifecycle.generate import Generation, GenerationStep, generate_steps
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.server.chat_request import ChatRequest, chat_request
-from lifecycle.server.completion import build_response, new_completion_id
+from lifecycle.request import ChatRequest, chat_request
+from lifecycle.completion import build_response, new_completion_id
 from lifecycle.sampling import (
     NextTokenDistribution,
     SampledDistribution,

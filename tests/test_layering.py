@@ -86,3 +86,17 @@ def test_the_library_and_the_charts_import_no_streamlit():
             names |= {node.module.split(".")[0] for node in ast.walk(tree)
                       if isinstance(node, ast.ImportFrom) and node.module}
             assert "streamlit" not in names, path.relative_to(ROOT)
+
+
+# What may import the HTTP layer: the layer itself, the Failures page's faulty gateway (an HTTP service
+# by nature, built on the Gateway page's) and the CLI (it prints the server's key sheet).
+HTTP_SIDE = ("lifecycle.server", "lifecycle.faults", "lifecycle.cli")
+
+
+def test_the_core_imports_nothing_from_the_http_layer():
+    graph = import_graph("lifecycle")
+    core = {module: imports for module, imports in graph.items()
+            if not any(module == side or module.startswith(side + ".") for side in HTTP_SIDE)}
+    reaching = {module: sorted(i for i in imports if i.startswith("lifecycle.server")) for module, imports in core.items()}
+    assert {module: found for module, found in reaching.items() if found} == {}
+    assert "lifecycle.journey" in core and "lifecycle.request" in core  # the journey's stages are checked

@@ -11,8 +11,8 @@ import pytest
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
 from lifecycle.sampling import SamplingSettings
-from lifecycle.server.chat_request import ChatRequest, chat_request, check_token_ids, sampling_settings, validate_request
-from lifecycle.server.completion import build_response, new_completion_id
+from lifecycle.request import ChatRequest, chat_request, check_token_ids, sampling_settings, validate_request
+from lifecycle.completion import build_response, new_completion_id
 from lifecycle.server.snippets import render_curl, render_javascript, render_python
 from lifecycle.server.statelessness import resend_sizes
 from lifecycle.server.wire import redact_key, render_http_request, render_http_response

@@ -8,7 +8,7 @@ import pytest
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
 from lifecycle.sampling import SamplingSettings
-from lifecycle.server.chat_request import chat_request
+from lifecycle.request import chat_request
 from lifecycle.server.response_store import ResponseStore
 from lifecycle.server.responses_request import (
     as_responses_request,

@@ -9,7 +9,7 @@ from charts.request import resent_tokens_chart
 from lifecycle.context import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
 from lifecycle.errors import LifecycleError
-from lifecycle.server.chat_request import EXTENSIONS
+from lifecycle.request import EXTENSIONS
 from lifecycle.server.remote import DEADLINE_SECONDS, send_chat_completion
 from lifecycle.server.responses_request import as_responses_request, wire_differences
 from lifecycle.server.snippets import python_call, render_curl, render_javascript, render_python

@@ -18,7 +18,7 @@ from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.errors import LifecycleError
 from lifecycle.guardrail import FINISH_REASON, Guardrail, check_seconds, parse_guardrail
 from lifecycle.lessons import gaps_sentence, stream_gaps, ttft_sentence
-from lifecycle.server.completion import build_response, new_completion_id
+from lifecycle.completion import build_response, new_completion_id
 from lifecycle.stream import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
 from lifecycle.vocabulary import show_token
 from ui.cache import answered_prompt, per_prompt_cache

@@ -23,12 +23,12 @@ from starlette.responses import JSONResponse, Response
 from lifecycle.context import TOOLS, context_budget, render_messages
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.server.chat_request import DEFAULT_MAX_TOKENS, ChatRequest, check_token_ids, validate_request
+from lifecycle.request import DEFAULT_MAX_TOKENS, ChatRequest, check_token_ids, validate_request
 from lifecycle.server.calllog import CallLog
 from lifecycle.server.config import ApiConfig
 from lifecycle.server.errors import ApiError
 from lifecycle.server.exchange import Exchange, new_request_id
-from lifecycle.server.fields import shown
+from lifecycle.json_fields import shown
 from lifecycle.server.keys import bearer_token, check_api_key
 from lifecycle.server.ratelimit import RateLimiter
 from lifecycle.server.routing import route

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
-from lifecycle.server import fields as f
-from lifecycle.server.chat_request import (
+from lifecycle import json_fields as f
+from lifecycle.request import (
     EXTENSIONS,
     GUARDRAIL,
     MAX_TOP_LOGPROBS,

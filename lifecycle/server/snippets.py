@@ -15,8 +15,8 @@ import textwrap
 from collections.abc import Mapping
 
 from lifecycle.errors import LifecycleError
-from lifecycle.server.chat_request import EXTENSIONS
-from lifecycle.server.fields import shown
+from lifecycle.request import EXTENSIONS
+from lifecycle.json_fields import shown
 from lifecycle.server.wire import DEFAULT_BASE_URL, WireRequest, endpoint_url
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"

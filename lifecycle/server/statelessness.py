@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from lifecycle.server.chat_request import chat_request
+from lifecycle.request import chat_request
 
 
 @dataclass(frozen=True)

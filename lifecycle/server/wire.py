@@ -12,7 +12,7 @@ from typing import Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
 from lifecycle.errors import LifecycleError
-from lifecycle.server.fields import shown
+from lifecycle.json_fields import shown
 
 DEFAULT_BASE_URL = "http://localhost:8501/v1"
 SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization", "cookie", "set-cookie")

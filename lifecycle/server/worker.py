@@ -23,8 +23,8 @@ from lifecycle.engine import EngineUnavailable
 from lifecycle.errors import LifecycleError
 from lifecycle.logprobs import logprobs_content
 from lifecycle.model import LoadedModel
-from lifecycle.server.chat_request import ChatRequest, sampling_settings
-from lifecycle.server.completion import Choice, cached_details, completion_body, new_completion_id
+from lifecycle.request import ChatRequest, sampling_settings
+from lifecycle.completion import Choice, cached_details, completion_body, new_completion_id
 from lifecycle.server.errors import ApiError, error_envelope
 from lifecycle.server.exchange import Exchange
 from lifecycle.tools import read_output

@@ -11,7 +11,7 @@ import pytest
 
 from lifecycle.context import render_messages
 from lifecycle.sampling import SamplingSettings
-from lifecycle.server.chat_request import chat_request
+from lifecycle.request import chat_request
 from lifecycle.server.responses_request import as_responses_request
 from lifecycle.server.snippets import python_call
 from tests.pages.harness import texts

@@ -19,7 +19,7 @@ from lifecycle.guardrail import Guardrail, parse_guardrail
 from lifecycle.tools import OutputRules, output_rules
 from lifecycle.model import model_name
 from lifecycle.sampling import LIMITS, LOGIT_BIAS_LIMIT, SEED_LIMIT, SamplingSettings
-from lifecycle.server import fields as f
+from lifecycle import json_fields as f
 
 ROLES = ("system", "user", "assistant", "tool")
 # OpenAI's newer name for the system role; accepted and stored as "system" (the ChatML template

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lifecycle.errors import LifecycleError
-from lifecycle.server.fields import shown
+from lifecycle.json_fields import shown
 
 FINISH_REASONS = ("stop", "length", "content_filter", "tool_calls", "cancelled")
 _ID_ALPHABET = string.ascii_letters + string.digits
