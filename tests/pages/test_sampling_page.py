@@ -5,12 +5,11 @@ import json
 
 import numpy as np
 import pytest
-from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from lifecycle.context import Conversation, render_prompt
 from lifecycle.forward import run_forward
 from lifecycle.sampling import SamplingSettings, apply_sampling, choose_token
-from tests.pages.harness import plotly_figure
+from tests.pages.harness import component_sends, plotly_figure
 
 PROMPT = "The capital of France is"
 SETTINGS = dict(prompt=PROMPT, temperature=0.7, top_p=0.9, max_tokens=2, seed=3)
@@ -39,22 +38,12 @@ def live_data(app) -> dict:
     return json.loads(app.get("bidi_component")[0].proto.json)
 
 
+LIVE = "what_if_live"  # views/sampling.py's key for its live chart
+
+
 def browser_sends(app, settings: dict):
     """Run the app as if the live chart's sliders had come to rest on ``settings`` in the browser."""
-    state = WidgetState(id=app.get("bidi_component")[0].proto.id, json_value=json.dumps({"settings": settings}))
-    tree = app._tree
-    collect = tree.get_widget_states
-
-    def with_the_chart():
-        states = collect()
-        states.widgets.append(state)
-        return states
-
-    tree.get_widget_states = with_the_chart
-    try:
-        return app.run()
-    finally:
-        del tree.get_widget_states
+    return component_sends(app, LIVE, {"settings": settings})
 
 
 def test_page_shows_the_resampled_distribution_of_this_prompt(run_page, logits, prompt_ids):
