@@ -123,7 +123,7 @@ def page_switch_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list
     return rows
 
 
-# The Forward pass page's step tabs (views/forward-pass.py): its first run builds the first tab, its second
+# The Forward pass page's step tabs (views/forward_pass.py): its first run builds the first tab, its second
 # (once the browser has drawn that and is idle, ui/when_idle.py) every tab. Filled: the script idle and every
 # tab panel holding its drawn charts, none still saying it is coming.
 STEPS_FILLED = """() => {

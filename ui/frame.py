@@ -1,12 +1,14 @@
 """The frame around every page: navigation, the settings sidebar, the page header and error guard.
 
-``run_app`` is what app.py runs for each session. A stage page's script is::
+``run_app`` is what app.py runs for each session. A stage page is a module in views/ with a
+``render()`` function::
 
     from ui.frame import lesson, stage_page
 
-    with stage_page("tokenization") as settings:
-        lesson("This run's numbers in a sentence or two. Anything after that is detail.")
-        ...  # compute with lifecycle, draw with charts; a LifecycleError becomes a message
+    def render() -> None:
+        with stage_page("tokenization") as settings:
+            lesson("This run's numbers in a sentence or two. Anything after that is detail.")
+            ...  # compute with lifecycle, draw with charts; a LifecycleError becomes a message
 
 Presenter mode (the sidebar switch, or ``?present=1`` in a link) is the frame's too, so every
 page gets it: sidebar collapsed, larger type, a stage-progress bar, the lesson cut to its first
@@ -19,6 +21,7 @@ import base64
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import import_module
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -48,10 +51,16 @@ _LESSON_REST = "presenter_lesson_rest"  # lesson details gathered during a stage
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?:\*\*|`|\)|\")*\s+(?=[A-Z*`\"'(])")
 
 
-def _page(page: StagePage, default: bool = False) -> st.Page:
-    if default:
-        return st.Page(page.script, title=page.title, icon=page.icon, default=True)
-    return st.Page(page.script, title=page.title, icon=page.icon, url_path=page.url_path)
+def streamlit_page(page: StagePage) -> st.Page:
+    """The st.Page that runs ``page``'s ``render()``. Its view is imported on the page's first open, so a
+    session pays for the pages it opens, not for all of them. Streamlit identifies a page by its URL path,
+    so a link built from a new st.Page of the same stage opens the one registered with the navigation."""
+
+    def render() -> None:
+        import_module(page.view).render()
+
+    home = page is HOME
+    return st.Page(render, title=page.title, icon=page.icon, url_path=page.url_path or "home", default=home)
 
 
 def run_app() -> None:
@@ -59,8 +68,8 @@ def run_app() -> None:
     present = _present_from_url()
     st.set_page_config(page_title=APP_TITLE, page_icon=":material/route:", layout="wide",
                        initial_sidebar_state="collapsed" if present else "auto")
-    sections = {"": [_page(HOME, default=True)]}
-    sections.update({name: [_page(p) for p in pages] for name, pages in PHASES.items()})
+    sections = {"": [streamlit_page(HOME)]}
+    sections.update({name: [streamlit_page(p) for p in pages] for name, pages in PHASES.items()})
     current = st.navigation(sections, expanded=True)
     st.html(LAYOUT_CSS)
     for problem in url_problems(st.query_params.to_dict()):
@@ -154,7 +163,7 @@ def input_error(error: LifecycleError | ModelLoadError) -> None:
         st.caption("These pages work on a prompt of any length:")
         for url_path in ("tokenization", "context-window"):
             page = stage(url_path)
-            st.page_link(page.script, label=page.title, icon=page.icon)
+            st.page_link(streamlit_page(page), label=page.title, icon=page.icon)
 
 
 def own_api_base() -> str:
@@ -232,4 +241,4 @@ def stage_link(page: StagePage, label: str, icon: str) -> None:
     """A link to another stage. In presenter mode the link itself carries ``present=1``: Streamlit drops
     parameters no widget is bound to on a page switch, and waiting for the next run to put it back loses
     it when that run is cut short."""
-    st.page_link(page.script, label=label, icon=icon, query_params={PRESENT: "1"} if presenting() else None)
+    st.page_link(streamlit_page(page), label=label, icon=icon, query_params={PRESENT: "1"} if presenting() else None)

@@ -15,10 +15,9 @@ class StagePage:
     summary: str
 
     @property
-    def script(self) -> str:
-        """The page script, relative to app.py. Named like the URL so that AppTest, which finds a
-        page by file name before the first run, can open a page directly as a deep link does."""
-        return f"views/{self.url_path or 'home'}.py"
+    def view(self) -> str:
+        """The module in views/ whose ``render()`` draws this page, named like the URL."""
+        return "views." + (self.url_path or "home").replace("-", "_")
 
 
 HOME = StagePage(

@@ -179,10 +179,11 @@ def _temperature_zero(messages: list[dict], loaded) -> None:
         show_text(run.answer_text)
 
 
-with stage_page("agent") as settings:
-    loaded = loaded_model()
-    _agent_loop(settings.messages(), loaded)
-    measured = _tendency(loaded)
-    if measured is not None:
-        _guardrail(measured)
-    _temperature_zero(settings.messages(), loaded)
+def render() -> None:
+    with stage_page("agent") as settings:
+        loaded = loaded_model()
+        _agent_loop(settings.messages(), loaded)
+        measured = _tendency(loaded)
+        if measured is not None:
+            _guardrail(measured)
+        _temperature_zero(settings.messages(), loaded)

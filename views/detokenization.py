@@ -129,14 +129,15 @@ def _response(answer) -> None:
         st.caption("The stream itself carried no usage (include_usage is off); a non-streamed response always has it.")
 
 
-with stage_page("detokenization") as settings:
-    _, answer = answered_prompt(settings)
-    loaded = loaded_model()
-    _lesson(answer)
-    st.subheader("This answer, token by token", anchor=False)
-    st.markdown("Ids → bytes → text: each generated token's bytes, what the detokenizer emitted when it arrived, "
-                "and the bytes of an unfinished character it held back.")
-    _steps_view(answer.detokenized, key="answer_chart")
-    _split_example(loaded)
-    _raw_and_rendered(answer.generation.text)
-    _response(answer)
+def render() -> None:
+    with stage_page("detokenization") as settings:
+        _, answer = answered_prompt(settings)
+        loaded = loaded_model()
+        _lesson(answer)
+        st.subheader("This answer, token by token", anchor=False)
+        st.markdown("Ids → bytes → text: each generated token's bytes, what the detokenizer emitted when it arrived, "
+                    "and the bytes of an unfinished character it held back.")
+        _steps_view(answer.detokenized, key="answer_chart")
+        _split_example(loaded)
+        _raw_and_rendered(answer.generation.text)
+        _response(answer)

@@ -212,7 +212,7 @@ def _policy_details(policy: SdkRetryPolicy) -> None:
         st.code(
             "from openai import OpenAI\n\n"
             "client = OpenAI(base_url=..., api_key=..., max_retries=2, timeout=10.0,\n"
-            f"                default_headers={{\"traceparent\": \"00-<trace id>-<span id>-01\"}})\n"
+            "                default_headers={\"traceparent\": \"00-<trace id>-<span id>-01\"})\n"
             "client.chat.completions.create(model=..., messages=..., max_tokens=...)",
             language="python",
         )
@@ -318,37 +318,38 @@ def _show_pattern(pattern: PatternRun) -> None:
     st.caption(f"All of it under one traceparent, {literal(pattern.traceparent)}.")
 
 
-with stage_page("failures") as settings:
-    model = loaded_model()
-    policy = SdkRetryPolicy()
-    low, high = policy.backoff_bounds(0)
-    lesson(
-        f"An LLM call is an HTTP request to a remote service, and it fails like one. The official openai SDK "
-        f"(version {policy.version}) retries a failed attempt **{policy.default_max_retries} times** by default, "
-        f"sleeping {low:.3f}–{high:.3f} s before the first retry and twice as long before each next one (up to "
-        f"{policy.max_delay:g} s), or exactly what a 429's `retry-after` asks. A 400 or 401 it never retries. Pick a "
-        "fault, send your sidebar's prompt through it, and watch every attempt the gateway receives."
-    )
-    payload = journey_request(settings.journey_input(), model=model.name).to_payload()
-    prompt_tokens = len(render_messages(payload["messages"]).ids)
-    max_tokens = min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS)
-    chosen = _form()
-    if chosen is not None:
-        plan, client = chosen
-        if max_tokens < int(payload.get("max_tokens") or 0):
-            st.caption(f"max_tokens is capped at {MAX_ANSWER_TOKENS} here: the lesson is in the attempts.")
-        with st.spinner("The SDK is calling through the faults…", show_time=True):
-            st.session_state[RUN_STATE] = call_through_faults(
-                shared_fault_gateway(), _demo(), plan, client, model.name, payload["messages"], max_tokens,
-                float(payload.get("temperature", 1.0)))
-    run: ClientRun | None = st.session_state.get(RUN_STATE)
-    if run is None:
-        st.caption("Nothing sent yet.")
-    else:
-        def resend() -> ClientRun:
-            return call_through_faults(shared_fault_gateway(), _demo(), FaultPlan(Fault.NONE), run.settings, model.name,
-                                       payload["messages"], run.max_tokens, float(payload.get("temperature", 1.0)))
+def render() -> None:
+    with stage_page("failures") as settings:
+        model = loaded_model()
+        policy = SdkRetryPolicy()
+        low, high = policy.backoff_bounds(0)
+        lesson(
+            f"An LLM call is an HTTP request to a remote service, and it fails like one. The official openai SDK "
+            f"(version {policy.version}) retries a failed attempt **{policy.default_max_retries} times** by default, "
+            f"sleeping {low:.3f}–{high:.3f} s before the first retry and twice as long before each next one (up to "
+            f"{policy.max_delay:g} s), or exactly what a 429's `retry-after` asks. A 400 or 401 it never retries. Pick a "
+            "fault, send your sidebar's prompt through it, and watch every attempt the gateway receives."
+        )
+        payload = journey_request(settings.journey_input(), model=model.name).to_payload()
+        prompt_tokens = len(render_messages(payload["messages"]).ids)
+        max_tokens = min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS)
+        chosen = _form()
+        if chosen is not None:
+            plan, client = chosen
+            if max_tokens < int(payload.get("max_tokens") or 0):
+                st.caption(f"max_tokens is capped at {MAX_ANSWER_TOKENS} here: the lesson is in the attempts.")
+            with st.spinner("The SDK is calling through the faults…", show_time=True):
+                st.session_state[RUN_STATE] = call_through_faults(
+                    shared_fault_gateway(), _demo(), plan, client, model.name, payload["messages"], max_tokens,
+                    float(payload.get("temperature", 1.0)))
+        run: ClientRun | None = st.session_state.get(RUN_STATE)
+        if run is None:
+            st.caption("Nothing sent yet.")
+        else:
+            def resend() -> ClientRun:
+                return call_through_faults(shared_fault_gateway(), _demo(), FaultPlan(Fault.NONE), run.settings, model.name,
+                                           payload["messages"], run.max_tokens, float(payload.get("temperature", 1.0)))
 
-        _show(run, prompt_tokens, run.max_tokens, resend)
-    _policy_details(policy)
-    _pattern_section(model.name, payload, max_tokens)
+            _show(run, prompt_tokens, run.max_tokens, resend)
+        _policy_details(policy)
+        _pattern_section(model.name, payload, max_tokens)

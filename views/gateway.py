@@ -198,17 +198,18 @@ def _limit_demo(journey: Journey) -> None:
         st.code(render_http_response(refused.status, headers, refused.error()), language="http", wrap_lines=True)
 
 
-with stage_page("gateway") as settings:
-    journey = cached_journey(settings)
-    usage = journey.response["usage"]
-    cost = usage["prompt_tokens"] + journey.input.max_tokens
-    lesson(
-        f"Before the model sees a single token, the gateway decides: is the key valid (401 if not), does the "
-        f"key's bucket hold **1 request** and **{cost:,} tokens** for this call (its {usage['prompt_tokens']:,} "
-        f"prompt tokens plus max_tokens {journey.input.max_tokens:,}, reserved up front; 429 if not), which "
-        f"backend serves **{journey.model_name}** (404 for a model nobody serves), and then it writes the call "
-        "to the log under the key's name. Send the request below and watch each decision."
-    )
-    _demo_call(journey, settings)
-    _limit_demo(journey)
-    _own_calls()
+def render() -> None:
+    with stage_page("gateway") as settings:
+        journey = cached_journey(settings)
+        usage = journey.response["usage"]
+        cost = usage["prompt_tokens"] + journey.input.max_tokens
+        lesson(
+            f"Before the model sees a single token, the gateway decides: is the key valid (401 if not), does the "
+            f"key's bucket hold **1 request** and **{cost:,} tokens** for this call (its {usage['prompt_tokens']:,} "
+            f"prompt tokens plus max_tokens {journey.input.max_tokens:,}, reserved up front; 429 if not), which "
+            f"backend serves **{journey.model_name}** (404 for a model nobody serves), and then it writes the call "
+            "to the log under the key's name. Send the request below and watch each decision."
+        )
+        _demo_call(journey, settings)
+        _limit_demo(journey)
+        _own_calls()

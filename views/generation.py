@@ -130,48 +130,49 @@ def _steps(generation: Generation, picked, greedy: bool, prompt_tokens: int) -> 
                f"{prompt_tokens} prompt tokens): its logits come from that pass.")
 
 
-with stage_page("generation") as settings:
-    prepared, answer = answered_prompt(settings)
-    view = _view(settings)
-    inp = prepared.input
-    if view["forced"]:
-        with st.spinner("Generating the branch on the model…", show_time=True):
-            generation = journey_results().branch(tuple(prepared.rendered.ids), inp.sampling, inp.max_tokens,
-                                                  tuple(inp.stop), view["forced"])
-    else:
-        generation = answer.generation
-    if not generation.steps:
-        st.info(f"This generation ended before its first token (finish_reason **{generation.finish_reason}**): "
-                "there is no step to show. Change a setting or reload the page to run it again.",
-                icon=":material/hourglass_empty:")
-        st.stop()
-    greedy = inp.sampling.temperature == 0
-    picked = view["picked"]
-    prompt_tokens = len(prepared.rendered.ids)
+def render() -> None:
+    with stage_page("generation") as settings:
+        prepared, answer = answered_prompt(settings)
+        view = _view(settings)
+        inp = prepared.input
+        if view["forced"]:
+            with st.spinner("Generating the branch on the model…", show_time=True):
+                generation = journey_results().branch(tuple(prepared.rendered.ids), inp.sampling, inp.max_tokens,
+                                                      tuple(inp.stop), view["forced"])
+        else:
+            generation = answer.generation
+        if not generation.steps:
+            st.info(f"This generation ended before its first token (finish_reason **{generation.finish_reason}**): "
+                    "there is no step to show. Change a setting or reload the page to run it again.",
+                    icon=":material/hourglass_empty:")
+            st.stop()
+        greedy = inp.sampling.temperature == 0
+        picked = view["picked"]
+        prompt_tokens = len(prepared.rendered.ids)
 
-    lesson(generation_sentence(len(generation.steps), prompt_tokens, generation.prefill_seconds,
-                               generation.decode_seconds, generation.finish_reason, inp.max_tokens))
-    if view["forced"]:
-        st.info(f"You are looking at a branch: you picked another token at step "
-                f"{', '.join(str(p + 1) for p in picked)}; the loop continued from there.", icon=":material/call_split:")
-        st.button("Back to the original run", on_click=_back_to_original, icon=":material/undo:")
-    live_replay(generation_replay_data(generation.steps, picked, greedy, generation.prefill_seconds, prompt_tokens,
-                                       generation.finish_reason), key="generation_replay")
-    st.caption("The whole loop already ran on the model; the buttons and the slider replay it in your browser. "
-               "Each token of the answer is shaded by the model's own probability for it (orange: unlikely); "
-               "the bars under it are each step's chosen token.")
-    _finish(generation, settings)
-    with st.expander("How the loop works"):
-        st.markdown(
-            f"First the {prompt_tokens} prompt tokens ran through the model in one pass (the prefill), filling the "
-            "key/value cache and giving the first next-token distribution; then each step fed only the newest "
-            "token back in, took the next-token distribution, applied the sampling settings, drew one token and "
-            "appended it, until an end-of-sequence token or max_tokens."
-        )
-    branch, table, logprobs = st.tabs(["Pick another token", "Step by step", "Log-probabilities"])
-    with branch:
-        _branch(generation, picked, greedy)
-    with table:
-        _steps(generation, picked, greedy, prompt_tokens)
-    with logprobs:
-        _logprobs(generation.steps)
+        lesson(generation_sentence(len(generation.steps), prompt_tokens, generation.prefill_seconds,
+                                   generation.decode_seconds, generation.finish_reason, inp.max_tokens))
+        if view["forced"]:
+            st.info(f"You are looking at a branch: you picked another token at step "
+                    f"{', '.join(str(p + 1) for p in picked)}; the loop continued from there.", icon=":material/call_split:")
+            st.button("Back to the original run", on_click=_back_to_original, icon=":material/undo:")
+        live_replay(generation_replay_data(generation.steps, picked, greedy, generation.prefill_seconds, prompt_tokens,
+                                           generation.finish_reason), key="generation_replay")
+        st.caption("The whole loop already ran on the model; the buttons and the slider replay it in your browser. "
+                   "Each token of the answer is shaded by the model's own probability for it (orange: unlikely); "
+                   "the bars under it are each step's chosen token.")
+        _finish(generation, settings)
+        with st.expander("How the loop works"):
+            st.markdown(
+                f"First the {prompt_tokens} prompt tokens ran through the model in one pass (the prefill), filling the "
+                "key/value cache and giving the first next-token distribution; then each step fed only the newest "
+                "token back in, took the next-token distribution, applied the sampling settings, drew one token and "
+                "appended it, until an end-of-sequence token or max_tokens."
+            )
+        branch, table, logprobs = st.tabs(["Pick another token", "Step by step", "Log-probabilities"])
+        with branch:
+            _branch(generation, picked, greedy)
+        with table:
+            _steps(generation, picked, greedy, prompt_tokens)
+        with logprobs:
+            _logprobs(generation.steps)

@@ -102,32 +102,33 @@ def reveal(distribution, result, index: int, rounds: int) -> None:
               key=f"guess_next_{index}", icon=":material/arrow_forward:")
 
 
-with stage_page("guess") as settings:
-    prompts = (settings.prompt, *FIXED_ROUNDS)
-    state = game()
-    best_points = POINTS_BY_RANK[0][1]
-    lesson(
-        f"A game for a class, {len(prompts)} rounds. Each round shows a prompt; before anything is revealed, every "
-        "player guesses the **first token of the model's answer**, on their own device. Then the model's real "
-        f"next-token distribution (the same one the Next token page shows) says how your guess ranked among all "
-        f"{loaded_model().vocab_size:,} tokens. Points by rank: {points_rule()}."
-    )
-    results = state["results"]
-    score = f"{sum(r.points for r in results)} / {best_points * len(prompts)}"
-    if presenting():  # one line on a projector, so the round's options are on the first screen
-        st.markdown(f"Your score: **{score}** after {len(results)} of {len(prompts)} rounds")
-    else:
-        st.metric("Your score", score, f"after {len(results)} of {len(prompts)} rounds", delta_color="off",
-                  delta_arrow="off")
-    index = state["round"]
-    if index >= len(prompts):
-        show_final(results)
-    else:
-        st.subheader(f"Round {index + 1} of {len(prompts)}", anchor=False)
-        st.caption("The prompt (sent in the chat template; the model answers as the assistant):")
-        show_text(prompts[index])
-        distribution = inspected_prompt(replace(settings, prompt=prompts[index]))[1].next_token
-        if len(results) == index:
-            ask(distribution, index, results)
+def render() -> None:
+    with stage_page("guess") as settings:
+        prompts = (settings.prompt, *FIXED_ROUNDS)
+        state = game()
+        best_points = POINTS_BY_RANK[0][1]
+        lesson(
+            f"A game for a class, {len(prompts)} rounds. Each round shows a prompt; before anything is revealed, every "
+            "player guesses the **first token of the model's answer**, on their own device. Then the model's real "
+            f"next-token distribution (the same one the Next token page shows) says how your guess ranked among all "
+            f"{loaded_model().vocab_size:,} tokens. Points by rank: {points_rule()}."
+        )
+        results = state["results"]
+        score = f"{sum(r.points for r in results)} / {best_points * len(prompts)}"
+        if presenting():  # one line on a projector, so the round's options are on the first screen
+            st.markdown(f"Your score: **{score}** after {len(results)} of {len(prompts)} rounds")
         else:
-            reveal(distribution, results[index], index, len(prompts))
+            st.metric("Your score", score, f"after {len(results)} of {len(prompts)} rounds", delta_color="off",
+                      delta_arrow="off")
+        index = state["round"]
+        if index >= len(prompts):
+            show_final(results)
+        else:
+            st.subheader(f"Round {index + 1} of {len(prompts)}", anchor=False)
+            st.caption("The prompt (sent in the chat template; the model answers as the assistant):")
+            show_text(prompts[index])
+            distribution = inspected_prompt(replace(settings, prompt=prompts[index]))[1].next_token
+            if len(results) == index:
+                ask(distribution, index, results)
+            else:
+                reveal(distribution, results[index], index, len(prompts))

@@ -21,22 +21,23 @@ def handout(settings: JourneySettings, _journey: Journey, _loaded: LoadedModel) 
                             _loaded.context_window)
 
 
-with stage_page("handout") as settings:
-    journey = cached_journey(settings)
-    loaded = loaded_model()
-    with st.spinner("Writing the handout…"):
-        html, sections = handout(settings, journey, loaded)
-    lesson(handout_lesson(sections, len(html.encode("utf-8"))))
-    st.download_button("Download the handout (HTML)", html, file_name="llm-request-journey.html", mime="text/html",
-                       type="primary", icon=":material/download:", key="handout_download")
-    st.subheader("What is inside", anchor=False)
-    # A static table: the key numbers wrap inside their cells, so every stage and number shows on any screen.
-    st.table(
-        pd.DataFrame(
-            {
-                "stage": [s.title for s in sections],
-                "key numbers": ["; ".join(f"{k}: {v}" for k, v in s.facts) for s in sections],
-                "charts": [len(s.figures) for s in sections],
-            }
-        ).set_index("stage")
-    )
+def render() -> None:
+    with stage_page("handout") as settings:
+        journey = cached_journey(settings)
+        loaded = loaded_model()
+        with st.spinner("Writing the handout…"):
+            html, sections = handout(settings, journey, loaded)
+        lesson(handout_lesson(sections, len(html.encode("utf-8"))))
+        st.download_button("Download the handout (HTML)", html, file_name="llm-request-journey.html", mime="text/html",
+                           type="primary", icon=":material/download:", key="handout_download")
+        st.subheader("What is inside", anchor=False)
+        # A static table: the key numbers wrap inside their cells, so every stage and number shows on any screen.
+        st.table(
+            pd.DataFrame(
+                {
+                    "stage": [s.title for s in sections],
+                    "key numbers": ["; ".join(f"{k}: {v}" for k, v in s.facts) for s in sections],
+                    "charts": [len(s.figures) for s in sections],
+                }
+            ).set_index("stage")
+        )

@@ -10,7 +10,7 @@ from lifecycle.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey
 from ui.frame import (APP_TITLE, PRESENT, empty_prompt_message, input_error, lesson, loaded_model, presenting,
-                      show_prompt, stage_link)
+                      show_prompt, stage_link, streamlit_page)
 from ui.settings import DEFAULT_PROMPT, WRONG_DRAW, current_settings
 from ui.stages import HOME, PHASES, STAGES
 from ui.text import literal, ms
@@ -100,58 +100,59 @@ def _small_model_note(model) -> None:
         "choice. Sampling gives unlikely tokens a chance, and sometimes they win.",
         icon=":material/info:",
     )
-    st.page_link(HOME.script, label="Replay the wrong answer", icon=":material/replay:",
+    st.page_link(streamlit_page(HOME), label="Replay the wrong answer", icon=":material/replay:",
                  query_params={"prompt": DEFAULT_PROMPT, "temperature": WRONG_DRAW["temperature"],
                                "seed": WRONG_DRAW["seed"], **({PRESENT: "true"} if presenting() else {})})
 
 
-st.title(APP_TITLE, anchor=False)
-journey = model = None
-try:
-    settings = current_settings()
-    show_prompt(settings.prompt)
-    if settings.prompt.strip():
-        model = loaded_model()
-        journey = cached_journey(settings)
-    else:
-        empty_prompt_message()
-except (LifecycleError, ModelLoadError) as error:
-    input_error(error)
+def render() -> None:
+    st.title(APP_TITLE, anchor=False)
+    journey = model = None
+    try:
+        settings = current_settings()
+        show_prompt(settings.prompt)
+        if settings.prompt.strip():
+            model = loaded_model()
+            journey = cached_journey(settings)
+        else:
+            empty_prompt_message()
+    except (LifecycleError, ModelLoadError) as error:
+        input_error(error)
 
-if journey is not None:
-    _lesson(journey)
-    st.markdown(engine_wait_sentence(journey.waited_seconds, journey.ahead, journey.jobs_ahead))
-    st.caption(
-        f"Model: {model.name}, {model.num_layers} layers, {model.num_heads} attention heads, "
-        f"{model.vocab_size:,} tokens in its vocabulary, a context window of {model.context_window:,} "
-        f"tokens; loaded in {model.load_seconds:.1f} s on CPU."
-    )
+    if journey is not None:
+        _lesson(journey)
+        st.markdown(engine_wait_sentence(journey.waited_seconds, journey.ahead, journey.jobs_ahead))
+        st.caption(
+            f"Model: {model.name}, {model.num_layers} layers, {model.num_heads} attention heads, "
+            f"{model.vocab_size:,} tokens in its vocabulary, a context window of {model.context_window:,} "
+            f"tokens; loaded in {model.load_seconds:.1f} s on CPU."
+        )
 
-lines = _stage_lines(journey, model) if journey is not None else {}
-phases = list(PHASES.items())
-# The journey's three phases side by side, then the class's and the caller's own pages: five columns
-# leave a 1024 px projector with the sidebar open ~100 px a column, too narrow for a stage's name.
-for row in (phases[:3], phases[3:]):
-    for column, (phase, pages) in zip(st.columns(len(row), border=True), row):
-        with column:
-            st.subheader(phase, anchor=False)
-            for page in pages:
-                st.page_link(page.script, label=page.title, icon=page.icon)
-                st.caption(lines.get(page.url_path, page.summary))
+    lines = _stage_lines(journey, model) if journey is not None else {}
+    phases = list(PHASES.items())
+    # The journey's three phases side by side, then the class's and the caller's own pages: five columns
+    # leave a 1024 px projector with the sidebar open ~100 px a column, too narrow for a stage's name.
+    for row in (phases[:3], phases[3:]):
+        for column, (phase, pages) in zip(st.columns(len(row), border=True), row):
+            with column:
+                st.subheader(phase, anchor=False)
+                for page in pages:
+                    st.page_link(streamlit_page(page), label=page.title, icon=page.icon)
+                    st.caption(lines.get(page.url_path, page.summary))
 
-if journey is not None:
-    _small_model_note(model)  # after the map, so the map is the first screen on a projector
-    st.subheader("Where the latency lives", anchor=False)
-    bars, phases, folded = _bars(journey.call)
-    st.plotly_chart(latency_waterfall(bars, phases), key="waterfall", theme=None)
-    if folded:
-        st.caption(f"Decode steps {DECODE_BARS + 1}–{DECODE_BARS + folded} ({folded} steps) are drawn as one bar.")
-    st.caption(
-        f"Each bar starts where the previous one ended, on the stream's clock: from the server asking the engine for "
-        f"the prompt to the last event at {ms(journey.call[-1].end)}, the last \"At\" on the Streaming page. Decode 1 "
-        "only samples from the prefill's logits; every later step runs the model on one new token. The request, "
-        "tokenization and chat template ran before this clock started; the gateway runs no model and is not timed "
-        "here; the app's inspection pass is not part of the call and is not drawn."
-    )
+    if journey is not None:
+        _small_model_note(model)  # after the map, so the map is the first screen on a projector
+        st.subheader("Where the latency lives", anchor=False)
+        bars, phases, folded = _bars(journey.call)
+        st.plotly_chart(latency_waterfall(bars, phases), key="waterfall", theme=None)
+        if folded:
+            st.caption(f"Decode steps {DECODE_BARS + 1}–{DECODE_BARS + folded} ({folded} steps) are drawn as one bar.")
+        st.caption(
+            f"Each bar starts where the previous one ended, on the stream's clock: from the server asking the engine for "
+            f"the prompt to the last event at {ms(journey.call[-1].end)}, the last \"At\" on the Streaming page. Decode 1 "
+            "only samples from the prefill's logits; every later step runs the model on one new token. The request, "
+            "tokenization and chat template ran before this clock started; the gateway runs no model and is not timed "
+            "here; the app's inspection pass is not part of the call and is not drawn."
+        )
 
-stage_link(STAGES[0], f"Next: {STAGES[0].title}", ":material/arrow_forward:")
+    stage_link(STAGES[0], f"Next: {STAGES[0].title}", ":material/arrow_forward:")

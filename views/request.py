@@ -277,28 +277,29 @@ def _show_exchange(exchange) -> None:
         show_text(exchange.text, limit=4000)
 
 
-with stage_page("request") as settings:
-    request = journey_request(settings.journey_input())
-    body_bytes = len(request.wire_body())
-    intro = st.container()  # the lesson quotes the answer, which is generated after the request is shown
-    _show_request_views(request)
-    prepared, answer = answered_prompt(settings)
-    usage = answer.response["usage"]
-    with intro:
-        lesson(
-            f"Your settings became a JSON body of **{body_bytes:,} bytes** holding **{len(request.messages)} "
-            f"message(s)** and {len(request.to_payload()) - 2} parameters. The server turned those messages into "
-            f"**{usage['prompt_tokens']:,} prompt tokens** (chat template included) and answered with "
-            f"**{usage['completion_tokens']:,} tokens**, stopping with finish_reason "
-            f"**{answer.response['choices'][0]['finish_reason']}**."
-        )
-    responses, response, stateless, remote = st.tabs(["The Responses API", "The response", "Every turn sends it all",
-                                                      "Send it for real"])
-    with responses:
-        _show_both_endpoints(request)
-    with response:
-        _show_response(answer)
-    with stateless:
-        _show_statelessness(settings, prepared, answer)
-    with remote:
-        _remote_form(request)
+def render() -> None:
+    with stage_page("request") as settings:
+        request = journey_request(settings.journey_input())
+        body_bytes = len(request.wire_body())
+        intro = st.container()  # the lesson quotes the answer, which is generated after the request is shown
+        _show_request_views(request)
+        prepared, answer = answered_prompt(settings)
+        usage = answer.response["usage"]
+        with intro:
+            lesson(
+                f"Your settings became a JSON body of **{body_bytes:,} bytes** holding **{len(request.messages)} "
+                f"message(s)** and {len(request.to_payload()) - 2} parameters. The server turned those messages into "
+                f"**{usage['prompt_tokens']:,} prompt tokens** (chat template included) and answered with "
+                f"**{usage['completion_tokens']:,} tokens**, stopping with finish_reason "
+                f"**{answer.response['choices'][0]['finish_reason']}**."
+            )
+        responses, response, stateless, remote = st.tabs(["The Responses API", "The response", "Every turn sends it all",
+                                                          "Send it for real"])
+        with responses:
+            _show_both_endpoints(request)
+        with response:
+            _show_response(answer)
+        with stateless:
+            _show_statelessness(settings, prepared, answer)
+        with remote:
+            _remote_form(request)

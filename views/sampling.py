@@ -333,6 +333,7 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
         _api_stages(logits, what_if, previous, token_text, vocabulary)
 
 
-with stage_page("sampling") as settings:
-    prepared, prefill = prefilled_prompt(settings)
-    _what_if(settings, prefill.next_token.logits, prepared.rendered.ids, prefill.next_token.token_text)
+def render() -> None:
+    with stage_page("sampling") as settings:
+        prepared, prefill = prefilled_prompt(settings)
+        _what_if(settings, prefill.next_token.logits, prepared.rendered.ids, prefill.next_token.token_text)

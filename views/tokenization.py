@@ -52,122 +52,123 @@ def ratio_range(counts: list[int]) -> str:
     return f"{min(ratios):.1f}× to {max(ratios):.1f}×"
 
 
-with stage_page("tokenization") as settings:
-    model = loaded_model()
-    results = {encoding: tokenized(settings.prompt, encoding) for encoding in ENCODINGS}
-    mine = results[MODEL_ENCODING]
-    rendered = render_messages(settings.messages())
-    rendered_result = rendered_tokens(tuple(rendered.ids))
-    special = [token for token in rendered_result.tokens if token.special]
-    partial = sum(token.partial for token in mine.tokens)
-    lesson(
-        f"Your prompt's {len(settings.prompt):,} characters became **{mine.count:,} tokens** for "
-        f"{model.name}'s tokenizer ({mine.chars_per_token:.1f} characters per token, from a vocabulary of "
-        f"{model.vocab_size:,}); OpenAI's o200k_base needs **{results['o200k_base'].count:,}** and cl100k_base "
-        f"**{results['cl100k_base'].count:,}**. The model never sees letters, only these ids."
-        + (f" {partial} of your tokens hold only part of a character's UTF-8 bytes." if partial else "")
-    )
-
-    st.subheader("Three tokenizers, side by side", anchor=False)
-    for column, (encoding, result) in zip(st.columns(len(ENCODINGS)), results.items()):
-        with column:
-            difference = result.count - mine.count
-            st.metric(ENCODING_LABELS[encoding], f"{result.count:,} tokens",
-                      f"{difference:+,} vs the model" if difference else None, delta_color="inverse")
-            st.caption(f"{result.chars_per_token:.2f} characters per token")
-            show_chips(result)
-    st.caption(
-        "Hover a chip for its position, id and bytes. How every page writes a token: "
-        f"{TOKEN_NOTATION} A dashed chip holds part of a character."
-    )
-    st.plotly_chart(tokenizer_count_chart({e: r.count for e, r in results.items()}), width="stretch", theme=None)
-
-    with st.expander(f"All {mine.count:,} tokens of {model.name}'s tokenizer as a table"):
-        st.dataframe(
-            pd.DataFrame(
-                {
-                    "position": range(min(mine.count, MAX_TABLE_ROWS)),
-                    "id": [t.id for t in mine.tokens[:MAX_TABLE_ROWS]],
-                    "text": [show_token(t.text) for t in mine.tokens[:MAX_TABLE_ROWS]],
-                    "bytes (hex)": [t.bytes.hex(" ").upper() for t in mine.tokens[:MAX_TABLE_ROWS]],
-                    "characters": [f"{t.start}–{t.end}" for t in mine.tokens[:MAX_TABLE_ROWS]],
-                }
-            ),
-            hide_index=True,
+def render() -> None:
+    with stage_page("tokenization") as settings:
+        model = loaded_model()
+        results = {encoding: tokenized(settings.prompt, encoding) for encoding in ENCODINGS}
+        mine = results[MODEL_ENCODING]
+        rendered = render_messages(settings.messages())
+        rendered_result = rendered_tokens(tuple(rendered.ids))
+        special = [token for token in rendered_result.tokens if token.special]
+        partial = sum(token.partial for token in mine.tokens)
+        lesson(
+            f"Your prompt's {len(settings.prompt):,} characters became **{mine.count:,} tokens** for "
+            f"{model.name}'s tokenizer ({mine.chars_per_token:.1f} characters per token, from a vocabulary of "
+            f"{model.vocab_size:,}); OpenAI's o200k_base needs **{results['o200k_base'].count:,}** and cl100k_base "
+            f"**{results['cl100k_base'].count:,}**. The model never sees letters, only these ids."
+            + (f" {partial} of your tokens hold only part of a character's UTF-8 bytes." if partial else "")
         )
-        if mine.count > MAX_TABLE_ROWS:
-            st.caption(f"First {MAX_TABLE_ROWS:,} of {mine.count:,} tokens.")
 
-    st.subheader("What the model actually reads: the chat template's tokens", anchor=False)
-    st.markdown(
-        f"The chat template wraps your message into **{len(rendered.ids):,} tokens**, {len(special)} of them special "
-        "markers (`<|im_start|>`, `<|im_end|>`) that only the template can place: typed by a user, the same "
-        "characters are ordinary text."
-    )
-    st.caption(
-        f"{len(rendered.ids):,} tokens; the dark chips are special tokens: "
-        + ", ".join(f"{text} (id {tid}) ×{sum(t.id == tid for t in special)}"
-                    for tid, text in sorted({(t.id, t.text) for t in special}))
-    )
-    show_chips(rendered_result, MAX_TEMPLATE_CHIPS)
+        st.subheader("Three tokenizers, side by side", anchor=False)
+        for column, (encoding, result) in zip(st.columns(len(ENCODINGS)), results.items()):
+            with column:
+                difference = result.count - mine.count
+                st.metric(ENCODING_LABELS[encoding], f"{result.count:,} tokens",
+                          f"{difference:+,} vs the model" if difference else None, delta_color="inverse")
+                st.caption(f"{result.chars_per_token:.2f} characters per token")
+                show_chips(result)
+        st.caption(
+            "Hover a chip for its position, id and bytes. How every page writes a token: "
+            f"{TOKEN_NOTATION} A dashed chip holds part of a character."
+        )
+        st.plotly_chart(tokenizer_count_chart({e: r.count for e, r in results.items()}), width="stretch", theme=None)
 
-    st.subheader("The same sentence in nine languages", anchor=False)
-    languages = list(TRANSLATIONS)
-    counts = {e: [tokenized(text, e).count for text in TRANSLATIONS.values()] for e in ENCODINGS}
-    spans = {e: ratio_range(counts[e]) for e in ENCODINGS}
-    lesson(
-        f"Relative to English, the other eight languages need {spans[MODEL_ENCODING]} the tokens with "
-        f"{model.name}'s tokenizer, {spans['cl100k_base']} with cl100k_base, but {spans['o200k_base']} with "
-        "o200k_base, whose larger vocabulary was built for many languages. So non-English text costs more "
-        "with some tokenizers, not with all: tokens per word depend on what the tokenizer was trained on."
-    )
-    st.plotly_chart(language_token_chart(languages, counts), width="stretch", theme=None)
-    # One column per tokenizer ("tokens (× English)") keeps all three in view, even on a projector.
-    table = pd.DataFrame({"language": languages})
-    for encoding in ENCODINGS:
-        table[ENCODING_LABELS[encoding]] = [f"{c} ({c / counts[encoding][0]:.2f}×)" for c in counts[encoding]]
-    table["sentence"] = list(TRANSLATIONS.values())
-    short_names = {"language": "language", **{ENCODING_LABELS[e]: SHORT_LABELS[e] for e in ENCODINGS}}
-    fitted_table(table, short_names, key="language_table", full_from=680, hide_index=True,
-                 column_config={"sentence": st.column_config.TextColumn(width="medium")},
-                 narrow_widths={"language": 80, **{SHORT_LABELS[e]: 85 for e in ENCODINGS}},
-                 more="All columns, with the sentences")
-    st.caption("Each cell: tokens for the sentence, and in brackets that count relative to English.")
-
-    st.subheader("What your prompt costs", anchor=False)
-    st.caption(
-        "Prices are examples in US$ per million input tokens (GPT-4o and GPT-4 list prices; SmolLM2 runs "
-        "locally here, so its price is a made-up hosted one). Edit them to your provider's."
-    )
-    prices = {}
-    for column, encoding in zip(st.columns(len(ENCODINGS)), ENCODINGS):
-        with column:
-            prices[encoding] = st.number_input(
-                f"{ENCODING_LABELS[encoding]}: $ per 1M tokens", min_value=0.0, max_value=1000.0,
-                value=DEFAULT_PRICES[encoding], step=0.05, format="%.2f", key=f"price_{encoding}",
+        with st.expander(f"All {mine.count:,} tokens of {model.name}'s tokenizer as a table"):
+            st.dataframe(
+                pd.DataFrame(
+                    {
+                        "position": range(min(mine.count, MAX_TABLE_ROWS)),
+                        "id": [t.id for t in mine.tokens[:MAX_TABLE_ROWS]],
+                        "text": [show_token(t.text) for t in mine.tokens[:MAX_TABLE_ROWS]],
+                        "bytes (hex)": [t.bytes.hex(" ").upper() for t in mine.tokens[:MAX_TABLE_ROWS]],
+                        "characters": [f"{t.start}–{t.end}" for t in mine.tokens[:MAX_TABLE_ROWS]],
+                    }
+                ),
+                hide_index=True,
             )
-    costs = pd.DataFrame(
-        {
-            "tokenizer": [ENCODING_LABELS[e] for e in ENCODINGS],
-            "prompt tokens": [results[e].count for e in ENCODINGS],
-            "$ per 1M tokens": [prices[e] for e in ENCODINGS],
-            "$ for this prompt": [results[e].count * prices[e] / 1e6 for e in ENCODINGS],
-            "$ for a million such prompts": [results[e].count * prices[e] for e in ENCODINGS],
-        }
-    )
-    fitted_table(
-        costs,
-        costs.drop(columns="$ per 1M tokens").assign(tokenizer=[SHORT_LABELS[e] for e in ENCODINGS]).rename(
-            columns={"prompt tokens": "tokens", "$ for this prompt": "this prompt",
-                     "$ for a million such prompts": "1M prompts"}),
-        key="cost_table", full_from=660, hide_index=True,
-        column_config={
-            "$ for this prompt": st.column_config.NumberColumn(format="$%.6f"),
-            "$ for a million such prompts": st.column_config.NumberColumn(format="$%.2f"),
-        },
-        narrow_config={"this prompt": st.column_config.NumberColumn(format="$%.6f", width=100),
-                       "1M prompts": st.column_config.NumberColumn(format="$%.2f", width=90)},
-        narrow_widths={"tokenizer": 75, "tokens": 60},
-    )
-    st.caption("Only the message's own tokens are priced here; a chat API also bills the template and "
-               "history around it (see the Context window page) and the answer's tokens, usually at a higher rate.")
+            if mine.count > MAX_TABLE_ROWS:
+                st.caption(f"First {MAX_TABLE_ROWS:,} of {mine.count:,} tokens.")
+
+        st.subheader("What the model actually reads: the chat template's tokens", anchor=False)
+        st.markdown(
+            f"The chat template wraps your message into **{len(rendered.ids):,} tokens**, {len(special)} of them special "
+            "markers (`<|im_start|>`, `<|im_end|>`) that only the template can place: typed by a user, the same "
+            "characters are ordinary text."
+        )
+        st.caption(
+            f"{len(rendered.ids):,} tokens; the dark chips are special tokens: "
+            + ", ".join(f"{text} (id {tid}) ×{sum(t.id == tid for t in special)}"
+                        for tid, text in sorted({(t.id, t.text) for t in special}))
+        )
+        show_chips(rendered_result, MAX_TEMPLATE_CHIPS)
+
+        st.subheader("The same sentence in nine languages", anchor=False)
+        languages = list(TRANSLATIONS)
+        counts = {e: [tokenized(text, e).count for text in TRANSLATIONS.values()] for e in ENCODINGS}
+        spans = {e: ratio_range(counts[e]) for e in ENCODINGS}
+        lesson(
+            f"Relative to English, the other eight languages need {spans[MODEL_ENCODING]} the tokens with "
+            f"{model.name}'s tokenizer, {spans['cl100k_base']} with cl100k_base, but {spans['o200k_base']} with "
+            "o200k_base, whose larger vocabulary was built for many languages. So non-English text costs more "
+            "with some tokenizers, not with all: tokens per word depend on what the tokenizer was trained on."
+        )
+        st.plotly_chart(language_token_chart(languages, counts), width="stretch", theme=None)
+        # One column per tokenizer ("tokens (× English)") keeps all three in view, even on a projector.
+        table = pd.DataFrame({"language": languages})
+        for encoding in ENCODINGS:
+            table[ENCODING_LABELS[encoding]] = [f"{c} ({c / counts[encoding][0]:.2f}×)" for c in counts[encoding]]
+        table["sentence"] = list(TRANSLATIONS.values())
+        short_names = {"language": "language", **{ENCODING_LABELS[e]: SHORT_LABELS[e] for e in ENCODINGS}}
+        fitted_table(table, short_names, key="language_table", full_from=680, hide_index=True,
+                     column_config={"sentence": st.column_config.TextColumn(width="medium")},
+                     narrow_widths={"language": 80, **{SHORT_LABELS[e]: 85 for e in ENCODINGS}},
+                     more="All columns, with the sentences")
+        st.caption("Each cell: tokens for the sentence, and in brackets that count relative to English.")
+
+        st.subheader("What your prompt costs", anchor=False)
+        st.caption(
+            "Prices are examples in US$ per million input tokens (GPT-4o and GPT-4 list prices; SmolLM2 runs "
+            "locally here, so its price is a made-up hosted one). Edit them to your provider's."
+        )
+        prices = {}
+        for column, encoding in zip(st.columns(len(ENCODINGS)), ENCODINGS):
+            with column:
+                prices[encoding] = st.number_input(
+                    f"{ENCODING_LABELS[encoding]}: $ per 1M tokens", min_value=0.0, max_value=1000.0,
+                    value=DEFAULT_PRICES[encoding], step=0.05, format="%.2f", key=f"price_{encoding}",
+                )
+        costs = pd.DataFrame(
+            {
+                "tokenizer": [ENCODING_LABELS[e] for e in ENCODINGS],
+                "prompt tokens": [results[e].count for e in ENCODINGS],
+                "$ per 1M tokens": [prices[e] for e in ENCODINGS],
+                "$ for this prompt": [results[e].count * prices[e] / 1e6 for e in ENCODINGS],
+                "$ for a million such prompts": [results[e].count * prices[e] for e in ENCODINGS],
+            }
+        )
+        fitted_table(
+            costs,
+            costs.drop(columns="$ per 1M tokens").assign(tokenizer=[SHORT_LABELS[e] for e in ENCODINGS]).rename(
+                columns={"prompt tokens": "tokens", "$ for this prompt": "this prompt",
+                         "$ for a million such prompts": "1M prompts"}),
+            key="cost_table", full_from=660, hide_index=True,
+            column_config={
+                "$ for this prompt": st.column_config.NumberColumn(format="$%.6f"),
+                "$ for a million such prompts": st.column_config.NumberColumn(format="$%.2f"),
+            },
+            narrow_config={"this prompt": st.column_config.NumberColumn(format="$%.6f", width=100),
+                           "1M prompts": st.column_config.NumberColumn(format="$%.2f", width=90)},
+            narrow_widths={"tokenizer": 75, "tokens": 60},
+        )
+        st.caption("Only the message's own tokens are priced here; a chat API also bills the template and "
+                   "history around it (see the Context window page) and the answer's tokens, usually at a higher rate.")

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.browser
 PROMPT = "What's the capital of India?"
 TABS = ["1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax", "4. Attention output", "5. The MLP",
         "6. Block output", "Logit lens"]
-FILL_KEY = "forward_fill"  # views/forward-pass.py's ui.when_idle
+FILL_KEY = "forward_fill"  # views/forward_pass.py's ui.when_idle
 SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
 
 

@@ -33,6 +33,7 @@ from lifecycle.serving import model_status, start_model_loading
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
 from ui.stages import stage
 
@@ -50,8 +51,17 @@ def run_page(url_path: str = "", timeout: float = TIMEOUT, **settings: object) -
     app = AppTest.from_file(APP, default_timeout=timeout)
     app.query_params.update({key: _query_value(value) for key, value in settings.items()})
     if url_path:
-        app.switch_page(stage(url_path).script)  # the first run opens this page, like a deep link
+        open_page(app, url_path)  # the first run opens this page, like a deep link
     return app.run()
+
+
+def open_page(app: AppTest, url_path: str) -> AppTest:
+    """Point the app's next run at the page of ``url_path``, as a deep link or a click in the navigation does.
+
+    The pages are functions (``st.Page(render)``), and ``AppTest.switch_page`` finds only pages that are
+    files. Streamlit knows a page by the hash of its URL path, and that is what this sets."""
+    app._page_hash = calc_hash(stage(url_path).url_path or "home")
+    return app
 
 
 def component_sends(app: AppTest, key: str, state: dict) -> AppTest:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.pages.harness import texts
+from tests.pages.harness import open_page, texts
 from ui.settings import DEFAULT_PROMPT, NUMBERS, parse_history
 from ui.stages import PHASES, STAGES
 from lifecycle.errors import LifecycleError
@@ -34,7 +34,7 @@ def test_prompt_typed_in_the_sidebar_carries_to_the_next_page(run_page):
     app = run_page("tokenization")
     app.sidebar.text_area(key="prompt").set_value("Bonjour, comment ça va ?").run()
     app.sidebar.slider(key="temperature").set_value(0.0).run()
-    app.switch_page("views/sampling.py").run()
+    open_page(app, "sampling").run()
     assert not app.exception
     assert app.title[0].value == "Sampling"
     assert "Bonjour, comment ça va ?" in texts(app)
@@ -70,7 +70,7 @@ def test_a_page_switch_that_lost_the_query_puts_the_settings_back_in_the_url(run
     app = run_page("tokenization", prompt="Why do cats purr?", temperature=0.2)
     assert app.query_params == {"prompt": "Why do cats purr?", "temperature": "0.2"}
     app.query_params.clear()  # what the frontend sent with the switch
-    app.switch_page("views/sampling.py").run()
+    open_page(app, "sampling").run()
     assert not app.exception and app.title[0].value == "Sampling"
     assert app.query_params == {"prompt": "Why do cats purr?", "temperature": "0.2"}  # defaults stay out
     assert app.sidebar.slider(key="temperature").value == 0.2 and "Why do cats purr?" in texts(app)

@@ -214,42 +214,42 @@ def steps(opened: Opened) -> None:
     when_idle(FILL_KEY)
 
 
-with stage_page("forward-pass") as settings:
-    loaded = loaded_model()
-    ids = prepared_prompt(settings).rendered.ids
-    texts = [token_text(loaded, i) for i in ids]
-    labels = token_labels(texts)
-    config = loaded.model.config
-    layers = config.num_hidden_layers
-    heads = config.num_attention_heads
+def render() -> None:
+    with stage_page("forward-pass") as settings:
+        loaded = loaded_model()
+        ids = prepared_prompt(settings).rendered.ids
+        texts = [token_text(loaded, i) for i in ids]
+        labels = token_labels(texts)
+        config = loaded.model.config
+        layers = config.num_hidden_layers
 
-    position = int(st.session_state.get("forward_token", len(ids) - 1))
-    position = position if 0 <= position < len(ids) else len(ids) - 1
-    layer = int(st.session_state.setdefault("forward_layer", layers // 2))
-    head = int(st.session_state.setdefault("forward_head", 0))
-    with st.spinner("Running the prompt once more with hooks on every module…", show_time=True):
-        trace = traced(tuple(ids), layer, position, loaded)
-    block, stack = trace.block, trace.stack
-    s = block.shapes
-    flow = block_flow(block)
-    lesson(block_lesson(s.positions, s.layers, quoted(texts[position]), position, stack.residual_norms,
-                        stack.attention_norms, stack.mlp_norms))
-    live_block(
-        live_block_data([f.name for f in flow], [f.shape for f in flow], stack.step_norms, stack.head_weights,
-                        stack.residual_norms, stack.attention_norms, stack.mlp_norms, lambda i: labels[i], position,
-                        s.group, (layer, head)),
-        key=LIVE_KEY, on_view=follow_view,
-    )
-    st.caption(f"Moving the layer or the head redraws the block above in your browser. The steps below open block "
-               f"**{layer}** at head **{head}**; they follow once the controls rest (one more hooked pass per block).")
-    st.selectbox("Token", range(len(ids)), index=position, format_func=lambda i: labels[i], key="forward_token",
-                 help="The position whose path through the block is shown (another token runs the prompt once "
-                      "more with hooks).")
-    with st.expander(f"Shapes for this prompt ({s.positions} tokens), read from the model's config"):
-        st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
-                     hide_index=True, height=35 * (len(flow) + 1) + 3)
-        st.caption("Each step hands on one tensor for the whole prompt; above, ‖·‖ is the length (L2 norm) of the "
-                   "chosen token's row after the step. The green steps are the residual adds (the skip connections): "
-                   "the stream itself.")
+        position = int(st.session_state.get("forward_token", len(ids) - 1))
+        position = position if 0 <= position < len(ids) else len(ids) - 1
+        layer = int(st.session_state.setdefault("forward_layer", layers // 2))
+        head = int(st.session_state.setdefault("forward_head", 0))
+        with st.spinner("Running the prompt once more with hooks on every module…", show_time=True):
+            trace = traced(tuple(ids), layer, position, loaded)
+        block, stack = trace.block, trace.stack
+        s = block.shapes
+        flow = block_flow(block)
+        lesson(block_lesson(s.positions, s.layers, quoted(texts[position]), position, stack.residual_norms,
+                            stack.attention_norms, stack.mlp_norms))
+        live_block(
+            live_block_data([f.name for f in flow], [f.shape for f in flow], stack.step_norms, stack.head_weights,
+                            stack.residual_norms, stack.attention_norms, stack.mlp_norms, lambda i: labels[i], position,
+                            s.group, (layer, head)),
+            key=LIVE_KEY, on_view=follow_view,
+        )
+        st.caption(f"Moving the layer or the head redraws the block above in your browser. The steps below open block "
+                   f"**{layer}** at head **{head}**; they follow once the controls rest (one more hooked pass per block).")
+        st.selectbox("Token", range(len(ids)), index=position, format_func=lambda i: labels[i], key="forward_token",
+                     help="The position whose path through the block is shown (another token runs the prompt once "
+                          "more with hooks).")
+        with st.expander(f"Shapes for this prompt ({s.positions} tokens), read from the model's config"):
+            st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
+                         hide_index=True, height=35 * (len(flow) + 1) + 3)
+            st.caption("Each step hands on one tensor for the whole prompt; above, ‖·‖ is the length (L2 norm) of the "
+                       "chosen token's row after the step. The green steps are the residual adds (the skip connections): "
+                       "the stream itself.")
 
-    steps(Opened(trace, texts, labels, position, layer, head, loaded))
+        steps(Opened(trace, texts, labels, position, layer, head, loaded))

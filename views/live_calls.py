@@ -296,45 +296,46 @@ def _journey(record: CallRecord) -> None:
     _response(journey)
 
 
-with stage_page("live-calls", needs_prompt=False) as settings:
-    server = default_server()
-    log = server.log
-    reader = _reader(server)
-    records = log.recent(RECENT, key_name=reader.only_key) if reader.sees_any else []
-    answered = sum(record.outcome == "ok" for record in records)
-    whose = "every key's" if reader.sees_all else "your key's"
-    logged = (
-        f"The call log shows **{len(records)}** of {whose} recent calls: **{answered}** answered, "
-        f"**{len(records) - answered}** refused, cancelled or failed."
-        if records else f"It holds none of {whose} calls yet."
-    )
-    lesson(
-        "This app also serves an OpenAI-compatible API at `/v1`, from the same process and the same model. "
-        f"{logged} Every call is kept with its whole journey, so the stages the other pages simulate can be "
-        "seen here on a real request from a real client."
-    )
-    if not presenting():
-        _key_box(reader)
-    st.session_state["live_calls_seen"] = _signature(log, reader)
-    toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
-    watch = toggle_column.toggle(
-        "Watch for new calls", True, key="watch_calls",
-        help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in flight.",
-    )
-    button_column.button("Refresh", icon=":material/refresh:")
-    interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
-    st.fragment(_live_panel, run_every=interval)(log, reader, server.refused)
-    if presenting():  # on a projector the model and its queue come first, the key box after them
-        _key_box(reader)
-    engine_section(settings)
-    with st.expander("How to call it", expanded=not records, icon=":material/terminal:"):
-        _how_to_call(settings, server.config.development_key)
-    st.subheader("Recent calls", anchor=False)
-    if records:
-        _recent_table(records)
-        _usage_per_key(records)
-    else:
-        st.info("No call to show yet. Present your key above, then send a call with the snippets; it appears here.")
-    selected = _pick_call(log, records, reader)
-    if selected is not None:
-        _journey(selected)
+def render() -> None:
+    with stage_page("live-calls", needs_prompt=False) as settings:
+        server = default_server()
+        log = server.log
+        reader = _reader(server)
+        records = log.recent(RECENT, key_name=reader.only_key) if reader.sees_any else []
+        answered = sum(record.outcome == "ok" for record in records)
+        whose = "every key's" if reader.sees_all else "your key's"
+        logged = (
+            f"The call log shows **{len(records)}** of {whose} recent calls: **{answered}** answered, "
+            f"**{len(records) - answered}** refused, cancelled or failed."
+            if records else f"It holds none of {whose} calls yet."
+        )
+        lesson(
+            "This app also serves an OpenAI-compatible API at `/v1`, from the same process and the same model. "
+            f"{logged} Every call is kept with its whole journey, so the stages the other pages simulate can be "
+            "seen here on a real request from a real client."
+        )
+        if not presenting():
+            _key_box(reader)
+        st.session_state["live_calls_seen"] = _signature(log, reader)
+        toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
+        watch = toggle_column.toggle(
+            "Watch for new calls", True, key="watch_calls",
+            help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in flight.",
+        )
+        button_column.button("Refresh", icon=":material/refresh:")
+        interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
+        st.fragment(_live_panel, run_every=interval)(log, reader, server.refused)
+        if presenting():  # on a projector the model and its queue come first, the key box after them
+            _key_box(reader)
+        engine_section(settings)
+        with st.expander("How to call it", expanded=not records, icon=":material/terminal:"):
+            _how_to_call(settings, server.config.development_key)
+        st.subheader("Recent calls", anchor=False)
+        if records:
+            _recent_table(records)
+            _usage_per_key(records)
+        else:
+            st.info("No call to show yet. Present your key above, then send a call with the snippets; it appears here.")
+        selected = _pick_call(log, records, reader)
+        if selected is not None:
+            _journey(selected)

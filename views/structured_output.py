@@ -19,7 +19,7 @@ from lifecycle.structured import StructuredRun, follow_call
 from lifecycle.tools import output_rules
 from lifecycle.vocabulary import show_token
 from ui.cache import per_prompt_cache
-from ui.frame import lesson, loaded_model, presenting, show_text, stage_page
+from ui.frame import lesson, loaded_model, show_text, stage_page, streamlit_page
 from ui.tables import fitted_table
 from ui.settings import JourneySettings
 from ui.stages import stage
@@ -118,24 +118,25 @@ def _result(run: StructuredRun) -> None:
         show_text(run.text)
 
 
-with stage_page("structured-output") as settings:
-    # The tool definitions fold away, so the mask chart is on the first screen (of a laptop and a projector).
-    with st.expander("The request: tools and tool_choice, or a JSON schema", icon=":material/build:"):
-        fields = _request_fields()
-    output_rules(**fields)  # bad tools, schema or tool_choice: the API's own message, before any model work
-    loaded = loaded_model()
-    with st.spinner("Generating under the grammar…", show_time=True):
-        run = _run(json.dumps(settings.messages()), json.dumps(fields, sort_keys=True), settings, loaded)
-    _lesson(run)
-    st.plotly_chart(mask_figure([s.token for s in run.steps], [s.allowed for s in run.steps],
-                                [not s.model_choice_allowed for s in run.steps], run.vocabulary),
-                    key="structured_mask", theme=None)
-    st.caption("Green: the model's own most likely token was allowed. Orange: the mask removed it and the token "
-               f"was drawn from what the grammar allowed. A bar of 1 is a forced token; the dashed line is the whole "
-               f"vocabulary ({run.vocabulary:,} tokens).")
-    _fragments(run)
-    _result(run)
-    with st.expander("The prompt the model read"):
-        show_text(run.prompt.text, limit=8_000)
-    st.page_link(stage("agent").script, label="The agent loop that runs these calls, and its attack surface",
-                 icon=stage("agent").icon)
+def render() -> None:
+    with stage_page("structured-output") as settings:
+        # The tool definitions fold away, so the mask chart is on the first screen (of a laptop and a projector).
+        with st.expander("The request: tools and tool_choice, or a JSON schema", icon=":material/build:"):
+            fields = _request_fields()
+        output_rules(**fields)  # bad tools, schema or tool_choice: the API's own message, before any model work
+        loaded = loaded_model()
+        with st.spinner("Generating under the grammar…", show_time=True):
+            run = _run(json.dumps(settings.messages()), json.dumps(fields, sort_keys=True), settings, loaded)
+        _lesson(run)
+        st.plotly_chart(mask_figure([s.token for s in run.steps], [s.allowed for s in run.steps],
+                                    [not s.model_choice_allowed for s in run.steps], run.vocabulary),
+                        key="structured_mask", theme=None)
+        st.caption("Green: the model's own most likely token was allowed. Orange: the mask removed it and the token "
+                   f"was drawn from what the grammar allowed. A bar of 1 is a forced token; the dashed line is the whole "
+                   f"vocabulary ({run.vocabulary:,} tokens).")
+        _fragments(run)
+        _result(run)
+        with st.expander("The prompt the model read"):
+            show_text(run.prompt.text, limit=8_000)
+        st.page_link(streamlit_page(stage("agent")), label="The agent loop that runs these calls, and its attack surface",
+                     icon=stage("agent").icon)

@@ -1,0 +1,91 @@
+"""Next-token page: the model's probability for every token in the vocabulary, at the prompt's end."""
+
+import numpy as np
+import streamlit as st
+
+from charts.logprobs import steps_logprob_figure
+from charts.next_token import candidate_bars, rank_curve
+from lifecycle.lessons import ninety_percent_sentence, probability_mass_sentence, tokens_to_reach
+from lifecycle.vocabulary import show_token
+from ui.cache import finished_answer, prefilled_prompt
+from ui.frame import lesson, stage_page
+from ui.text import quoted
+
+TOP_CANDIDATES = 15
+
+
+def render() -> None:
+    with stage_page("next-token") as settings:
+        prepared, prefill = prefilled_prompt(settings)
+        dist = prefill.next_token
+        top = dist.top(TOP_CANDIDATES)
+        best = top[0]
+        vocab = dist.probs.size
+        probabilities = dist.probs.tolist()
+        half, _ = tokens_to_reach(probabilities, 0.5)
+        ninety, held = tokens_to_reach(probabilities, 0.9)
+        effective = 2 ** dist.entropy_bits
+        lesson(
+            f"After reading all {len(prepared.rendered.ids)} prompt tokens, the model's last position ends in "
+            f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
+            f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
+            f"{probability_mass_sentence(best.probability, half)}; {ninety_percent_sentence(ninety, held, vocab)}. "
+            f"The entropy is "
+            f"**{dist.entropy_bits:.2f} bits**: the model is as unsure as a fair choice among about "
+            f"**{effective:,.1f}** equally likely tokens."
+        )
+
+        left, right = st.columns(2)
+        with left:
+            st.subheader(f"Top {TOP_CANDIDATES} candidates", anchor=False)
+            scale = st.segmented_control("Show", ["probability", "log-probability"], default="probability",
+                                         key="next_token_scale") or "probability"
+            figure = candidate_bars(top, "logprob" if scale == "log-probability" else "probability")
+            st.plotly_chart(figure, key="next_token_bars", theme=None)
+            st.caption(f"Together these {TOP_CANDIDATES} hold {sum(c.probability for c in top):.1%} of the "
+                       "probability. Log-probability is what APIs return as `logprobs`.")
+        with right:
+            st.subheader("The whole vocabulary", anchor=False)
+            st.plotly_chart(rank_curve(dist.probs), key="next_token_curve", theme=None)
+            st.caption(f"Every one of the {vocab:,} tokens, sorted by probability: from {best.probability:.1%} for "
+                       f"the top token down to {min(probabilities):.1e} for the least likely.")
+
+        st.subheader("Entropy and the greedy choice", anchor=False)
+        answer = finished_answer(settings)  # shown when the generation already ran; never waited for here
+        first = answer.generation.steps[0] if answer and answer.generation.steps else None
+        entropy_col, greedy_col, first_col = st.columns(3)
+        entropy_col.metric("Entropy", f"{dist.entropy_bits:.2f} bits",
+                           help=f"0 bits = certain; log2({vocab:,}) = {np.log2(vocab):.1f} bits = every token equally likely.")
+        greedy_col.metric("Greedy decoding picks", show_token(best.text), f"{best.probability:.1%}",
+                          delta_color="off", delta_arrow="off",
+                          help=f"Token id {best.id}: the argmax, what temperature 0 always chooses.")
+        if first:
+            first_col.metric("This run's first generated token", show_token(first.text), f"id {first.token_id}",
+                             delta_color="off", delta_arrow="off")
+        s = settings.sampling
+        if answer is None:
+            st.caption("This run's generation has not run yet: the Generation page runs it and shows which token "
+                       "was chosen first.")
+        elif first is None:
+            st.caption("This run generated no token.")
+        elif s.temperature == 0 and s.repetition_penalty == 1.0:
+            verdict = "matches" if first.token_id == best.id else "does NOT match"
+            st.caption(f"Temperature is 0 (greedy), so the first generated token {verdict} the argmax above.")
+        else:
+            same = "happens to be" if first.token_id == best.id else "is not"
+            st.caption(
+                f"With temperature {s.temperature:g} and repetition penalty {s.repetition_penalty:g} the first token is "
+                f"drawn from the reshaped distribution (see Sampling); this time it {same} the greedy choice. Set "
+                "temperature to 0 (and repetition penalty to 1) and it always is."
+            )
+
+        if answer is not None and answer.generation.steps:
+            steps = answer.generation.steps
+            st.subheader("Every token of the answer, highlighted by its log-probability", anchor=False)
+            st.plotly_chart(steps_logprob_figure(steps), key="next_token_logprobs", theme=None)
+            unsure = sum(step.base_probability < 0.5 for step in steps)
+            st.caption(
+                f"The distribution above is the first of {len(steps)}: the model made one at every generated token. "
+                f"Each box is coloured by the probability it gave the token that was chosen (the API's `logprobs`); "
+                f"{unsure} of the {len(steps)} tokens had less than 50%. Hover a token for the alternatives."
+            )
