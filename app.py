@@ -10,7 +10,7 @@ import os
 
 import streamlit as st
 
-from lifecycle.server.routes import api_routes, default_server
+from lifecycle.api.routes import api_routes, default_server
 from lifecycle.model import THREADS_ENV
 from ui.deployment import streamlit_secrets
 from ui.warm import warm_routes

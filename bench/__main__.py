@@ -137,12 +137,12 @@ def lifecycle_section() -> None:
     import numpy as np
     import torch
 
-    from lifecycle.context import Conversation, render_prompt
+    from lifecycle.stages.context_window import Conversation, render_prompt
     from lifecycle.engine import shared_engine
-    from lifecycle.forward import run_forward
-    from lifecycle.generate import generate
+    from lifecycle.stages.forward_pass import run_forward
+    from lifecycle.stages.generation import generate
     from lifecycle.model import shared_model
-    from lifecycle.sampling import SamplingSettings, apply_sampling
+    from lifecycle.stages.sampling import SamplingSettings, apply_sampling
 
     heading("lifecycle: start, forward pass, sampling, step loop")
     print(f"torch threads: {torch.get_num_threads()}, cores: {os.cpu_count()}")
@@ -194,7 +194,7 @@ def lifecycle_section() -> None:
     for name, value, target, verdict in grammar_rows(loaded):
         row(name, value, target, verdict)
 
-    from lifecycle.block import open_block
+    from lifecycle.stages.block import open_block
 
     traced = [int(i) for i in np.random.default_rng(2).integers(100, vocab, 128)]
     plain_s = median_seconds(lambda: run_forward(loaded, traced, layers=[]), 3)

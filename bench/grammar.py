@@ -27,11 +27,11 @@ def rows(loaded) -> list[tuple[str, str, str, str]]:
     """(name, measured, target, verdict) rows for ``bench``'s table."""
     import numpy as np
 
-    from lifecycle import grammar
-    from lifecycle.context import render_messages
-    from lifecycle.generate import generate
-    from lifecycle.sampling import SamplingSettings, apply_sampling
-    from lifecycle.tools import output_rules
+    from lifecycle.features import grammar
+    from lifecycle.stages.context_window import render_messages
+    from lifecycle.stages.generation import generate
+    from lifecycle.stages.sampling import SamplingSettings, apply_sampling
+    from lifecycle.features.tools import output_rules
     from tests.structured_cases import CASES, SCHEMAS
 
     out = []

@@ -44,7 +44,7 @@ class Timed:
 
 
 def _chat_ids(loaded, text: str) -> list[int]:
-    from lifecycle.context import Conversation, render_prompt
+    from lifecycle.stages.context_window import Conversation, render_prompt
 
     return render_prompt(Conversation(text)).ids
 
@@ -140,8 +140,8 @@ def _weight_bytes(loaded) -> tuple[int, int]:
 
 def concurrent(loaded, prompts: list[list[int]]) -> tuple[float, list[Timed], float]:
     """Run the prompts at once through the full generation path; (tokens/s in all, per request, wall s)."""
-    from lifecycle.generate import generate_steps
-    from lifecycle.sampling import SamplingSettings
+    from lifecycle.stages.generation import generate_steps
+    from lifecycle.stages.sampling import SamplingSettings
 
     timed = [Timed() for _ in prompts]
     gate = threading.Barrier(len(prompts) + 1)

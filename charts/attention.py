@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.vocabulary import show_token
 from charts.theme import MUTED, OKABE_ITO, SEQUENTIAL, TEMPLATE, axis_title
 
 # Colour follows the square root of the weight (the colour bar still reads true weights): most weights

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.vocabulary import show_token
 from charts.theme import DIVERGING, LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title
 
 

@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from charts.sampling import token_label
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
-from lifecycle.generate import GenerationStep
+from lifecycle.stages.generation import GenerationStep
 
 CHOSEN, OTHER, PICKED = OKABE_ITO[1], OKABE_ITO[0], OKABE_ITO[3]
 INSIDE_LABEL = 0.6  # bars longer than this (probability) show their label inside

@@ -10,16 +10,16 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from charts.attention import attention_heatmap, logit_lens_chart
-from charts.context import budget_chart
+from charts.context_window import budget_chart
 from charts.embeddings import embedding_strip, token_labels
 from charts.generation import steps_figure
 from charts.kv_cache import cache_growth
 from charts.next_token import candidate_bars
 from charts.sampling import survivors_after_stages, survivors_figure
 from charts.streaming import inter_token_latency
-from lifecycle.handout import HandoutSection, journey_sections, render_handout
+from lifecycle.features.handout import HandoutSection, journey_sections, render_handout
 from lifecycle.journey import Journey
-from lifecycle.kv_cache import KVCacheShape
+from lifecycle.stages.kv_cache import KVCacheShape
 
 MAX_ROWS = 32  # tokens per heat strip or heatmap in a printed handout
 STRIP_DIMS = 48

@@ -1,7 +1,7 @@
 """Live calls view: the API's calls as tables and one call's SSE frames on a time axis.
 
-Input is what the server keeps: ``lifecycle.serving.LiveCall`` for calls queued or running now,
-and ``lifecycle.server.calllog.CallRecord`` rows (with their ``journey`` JSON) for finished ones. The
+Input is what the server keeps: ``lifecycle.api.serving.LiveCall`` for calls queued or running now,
+and ``lifecycle.api.calllog.CallRecord`` rows (with their ``journey`` JSON) for finished ones. The
 table builders return plain rows (lists of dicts) for ``st.dataframe``; ``frame_timeline`` draws
 when each frame of a streamed answer left the server, against the time the request arrived.
 """
@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
-from lifecycle.context import ContextBudget, ContextSegment
-from lifecycle.server.calllog import CallRecord
-from lifecycle.serving import LiveCall
-from lifecycle.stream import delta_content, event_data, frame_kind
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.context_window import ContextBudget, ContextSegment
+from lifecycle.api.calllog import CallRecord
+from lifecycle.api.serving import LiveCall
+from lifecycle.stages.streaming import delta_content, event_data, frame_kind
+from lifecycle.stages.vocabulary import show_token
 
 # What a frame carries, in the order a well-formed stream sends them; one colour (and marker) each.
 FRAME_KINDS = ("role", "content", "finish", "usage", "done", "error", "other")

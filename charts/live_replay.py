@@ -2,7 +2,7 @@
 
 Each function turns a finished run into compact JSON arrays that ui/live_replay.js draws and
 replays in the browser (a step slider, buttons, a play button) without a script run. Token labels
-are plain strings (lifecycle.vocabulary.show_token) the browser sets as text, never markup.
+are plain strings (lifecycle.stages.vocabulary.show_token) the browser sets as text, never markup.
 Numbers are rounded to what the page prints, so a long answer stays a small payload.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-from lifecycle.generate import GenerationStep
-from lifecycle.stream import StreamEvent, delta_content, frame_kind
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.generation import GenerationStep
+from lifecycle.stages.streaming import StreamEvent, delta_content, frame_kind
+from lifecycle.stages.vocabulary import show_token
 
 HOW_CHOSEN = ("greedy (top token)", "sampled", "replayed", "you picked")
 DIGITS = 5  # probabilities: 0.001% is the finest the page shows

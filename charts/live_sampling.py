@@ -4,9 +4,9 @@ min-p itself on every slider move, without a round trip to the server.
 It models one next-token decision: the model's logits for every token of the vocabulary (not a top
 N: at temperature 2 the tokens beyond the top 20,000 still hold a few percent of the probability,
 which top-p and the renormalization need), the logits the repetition penalty moved (that stage needs
-the prompt's tokens, so it runs here, in Python, with lifecycle.sampling), the tokens the chart shows
-(labelled with lifecycle.vocabulary.show_token, as every page shows a token) and the sliders' ranges.
-The browser side is ui/live_sampling.js; its transform mirrors lifecycle.sampling.apply_sampling.
+the prompt's tokens, so it runs here, in Python, with lifecycle.stages.sampling), the tokens the chart shows
+(labelled with lifecycle.stages.vocabulary.show_token, as every page shows a token) and the sliders' ranges.
+The browser side is ui/live_sampling.js; its transform mirrors lifecycle.stages.sampling.apply_sampling.
 Everything is plain JSON data: labels are strings the browser sets as text, never markup.
 """
 
@@ -20,8 +20,8 @@ from dataclasses import replace
 import numpy as np
 
 from charts.sampling import top_ids
-from lifecycle.sampling import STAGES, SamplingSettings, apply_sampling
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.sampling import STAGES, SamplingSettings, apply_sampling
+from lifecycle.stages.vocabulary import show_token
 
 LIVE_KNOBS = ("temperature", "top_p", "top_k", "min_p")
 STAGE_LABELS = {"temperature": "temperature", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p"}

@@ -71,9 +71,9 @@ def logprob_text_figure(
 
 
 def steps_logprob_figure(steps: Sequence, alternatives: int = 5, line_chars: int = LINE_CHARS) -> go.Figure:
-    """``logprob_text_figure`` of generation steps (lifecycle.generate.GenerationStep): each token's
+    """``logprob_text_figure`` of generation steps (lifecycle.stages.generation.GenerationStep): each token's
     log-probability under the model, as the API's ``logprobs`` reports it, and its top alternatives."""
-    from lifecycle.vocabulary import token_display
+    from lifecycle.stages.vocabulary import token_display
 
     return logprob_text_figure(
         [step.text for step in steps],

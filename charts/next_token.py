@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 
 from charts.sampling import token_label
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
-from lifecycle.sampling import TokenCandidate
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.sampling import TokenCandidate
+from lifecycle.stages.vocabulary import show_token
 
 # The rank curve keeps every rank up to here, then log-spaced ranks: ~600 points instead of 49,152.
 CURVE_EXACT_RANKS = 100

@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.vocabulary import show_token
 from charts.theme import OKABE_ITO, TEMPLATE, axis_title
-from lifecycle.sampling import KEPT, STAGES, SampledDistribution, top_ids  # noqa: F401 - charts and views pick tokens with it
+from lifecycle.stages.sampling import KEPT, STAGES, SampledDistribution, top_ids  # noqa: F401 - charts and views pick tokens with it
 
 STAGE_LABELS = {
     "grammar": "grammar mask",

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title, wrap_label
-from lifecycle.tokenize import Token
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.tokenization import Token
+from lifecycle.stages.vocabulary import show_token
 
 CHIP_TINTS = ("#D6EAF8", "#FCE5B6")  # light sky blue / light orange (Okabe-Ito tints)
 SPECIAL_CHIP = "#000000"

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 
 from lifecycle.errors import LifecycleError
-from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.tokenization import ENCODINGS, MODEL_ENCODING
+from lifecycle.stages.vocabulary import show_token
 
 TOP_CANDIDATES = 10
 URL_ENV, KEY_ENV = "LIFECYCLE_URL", "LIFECYCLE_API_KEY"
@@ -76,8 +76,8 @@ def _generation_flags(args: argparse.Namespace) -> dict[str, int | float]:
 
 def _keys(args: argparse.Namespace) -> str:
     """A sheet to cut into slips, then the same keys for LIFECYCLE_API_KEYS and for secrets.toml."""
-    from lifecycle.server.config import ADMIN_KEYS_ENV
-    from lifecycle.server.keys import KEYS_ENV, key_sheet
+    from lifecycle.api.config import ADMIN_KEYS_ENV
+    from lifecycle.api.keys import KEYS_ENV, key_sheet
 
     sheet = key_sheet(args.count, args.prefix)
     admin = next(iter(sheet))
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _tokenize(args: argparse.Namespace) -> str:
-    from lifecycle.tokenize import tokenize
+    from lifecycle.stages.tokenization import tokenize
 
     result = tokenize(args.text, args.encoding)
     rows = [{"id": t.id, "text": t.text, "bytes": t.bytes.hex(" "), "special": t.special} for t in result.tokens]
@@ -126,7 +126,7 @@ def _tokenize(args: argparse.Namespace) -> str:
 
 def _warm(args: argparse.Namespace) -> str:
     """Warm the prompts on the server, printing a line as each one is ready; return the summary."""
-    from lifecycle.warm import read_prompts, warm_server
+    from lifecycle.api.warm import read_prompts, warm_server
 
     prompts = read_prompts(args.prompts)
     settings = _generation_flags(args)
@@ -157,7 +157,7 @@ def _warm(args: argparse.Namespace) -> str:
 
 def _trace(args: argparse.Namespace) -> str:
     from lifecycle.journey import JourneyInput, run_journey
-    from lifecycle.sampling import SamplingSettings
+    from lifecycle.stages.sampling import SamplingSettings
 
     given = _generation_flags(args)
     max_tokens = given.pop("max_tokens", JourneyInput.max_tokens)

@@ -23,33 +23,33 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lifecycle.call_timeline import Span, call_spans
-from lifecycle.context import (
+from lifecycle.features.call_timeline import Span, call_spans
+from lifecycle.stages.context_window import (
     ContextBudget,
     Conversation,
     RenderedPrompt,
     context_budget,
     render_prompt,
 )
-from lifecycle.detokenize import DetokenizedStep, detokenize
+from lifecycle.stages.detokenization import DetokenizedStep, detokenize
 from lifecycle.engine import EngineRequest, current_origin, shared_engine
 from lifecycle.engine.remote import remote_engine
 from lifecycle.errors import LifecycleError
-from lifecycle.forward import ForwardPass, run_forward, token_text
-from lifecycle.generate import Generation, GenerationStep, generate_steps
+from lifecycle.stages.forward_pass import ForwardPass, run_forward, token_text
+from lifecycle.stages.generation import Generation, GenerationStep, generate_steps
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.request import ChatRequest, chat_request
-from lifecycle.completion import build_response, new_completion_id
-from lifecycle.sampling import (
+from lifecycle.stages.request import ChatRequest, chat_request
+from lifecycle.stages.completion import build_response, new_completion_id
+from lifecycle.stages.sampling import (
     NextTokenDistribution,
     SampledDistribution,
     SamplingSettings,
     apply_sampling,
     next_token_distribution,
 )
-from lifecycle.stream import StreamEvent, StreamMetrics, stream_events, stream_metrics
-from lifecycle.tokenize import Tokenization, tokenize
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.streaming import StreamEvent, StreamMetrics, stream_events, stream_metrics
+from lifecycle.stages.tokenization import Tokenization, tokenize
+from lifecycle.stages.vocabulary import show_token
 
 # The longest prompt the journey takes, in characters: the sidebar's box, a link's prompt and the pages all use this
 # one value (the API has no character limit of its own: its body is capped in bytes, its prompt by the window).
@@ -170,7 +170,7 @@ class Journey:
     response: dict
     timings: list[StageTiming] = field(default_factory=list)
     waited_seconds: float = 0.0  # the generation's time in the engine's queue, as an API call of it would wait
-    call: list[Span] = field(default_factory=list)  # the generation's spans (lifecycle.call_timeline)
+    call: list[Span] = field(default_factory=list)  # the generation's spans (lifecycle.features.call_timeline)
     ahead: tuple[str, ...] = ()  # what the engine held when the generation arrived
     jobs_ahead: int = 0
 

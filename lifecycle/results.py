@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from lifecycle.engine import origin
 
-from lifecycle.generate import Generation, generate
+from lifecycle.stages.generation import Generation, generate
 from lifecycle.journey import (
     Answer,
     Inspection,
@@ -46,7 +46,7 @@ from lifecycle.journey import (
 )
 from lifecycle.model import LoadedModel
 from lifecycle.result_cache import Pending, ResultCache, shared_cache
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.sampling import SamplingSettings
 
 
 def engine_tag(key: Hashable) -> str:

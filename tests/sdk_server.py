@@ -10,7 +10,7 @@ import time
 import pytest
 from openai import OpenAI
 
-from lifecycle import serving
+from lifecycle.api import serving
 
 from tests.test_api import KEY, make_server, serve
 

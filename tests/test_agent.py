@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from lifecycle.agent import (
+from lifecycle.features.agent import (
     LOCAL_TOOLS,
     MAX_ROUNDS,
     Reply,
@@ -123,7 +123,7 @@ def test_the_same_loop_over_the_api_with_the_official_sdk(sdk, loaded):  # noqa:
 
 
 def test_a_malformed_tool_list_is_refused_naming_the_tool_before_any_model_work(loaded):
-    from lifecycle.agent import LocalTool
+    from lifecycle.features.agent import LocalTool
 
     broken = LocalTool({"type": "function", "function": {"name": "no spaces allowed"}}, lambda: {})
     with pytest.raises(LifecycleError) as caught:

@@ -24,14 +24,14 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from lifecycle import serving
-from lifecycle.server import endpoints
-from lifecycle.server.config import ApiConfig, api_config
-from lifecycle.server.endpoints import ApiServer
-from lifecycle.server.routes import api_routes
-from lifecycle.context import render_messages
-from lifecycle.serving import ModelStatus, live_calls, model_queue
-from lifecycle.stream import parse_sse, stream_problems
+from lifecycle.api import serving
+from lifecycle.api import endpoints
+from lifecycle.api.config import ApiConfig, api_config
+from lifecycle.api.endpoints import ApiServer
+from lifecycle.api.routes import api_routes
+from lifecycle.stages.context_window import render_messages
+from lifecycle.api.serving import ModelStatus, live_calls, model_queue
+from lifecycle.stages.streaming import parse_sse, stream_problems
 
 KEY = "sk-test-" + "a1b2c3d4e5f6" * 2
 HELLO = [{"role": "user", "content": "Say hello."}]
@@ -408,7 +408,7 @@ def test_queue_full_is_503_and_waiting_calls_are_visible(http, api_server, loade
 
 ENTRY = '''import streamlit as st
 
-from lifecycle.server.routes import api_routes
+from lifecycle.api.routes import api_routes
 
 app = st.App("entry.py", routes=api_routes())
 

@@ -12,7 +12,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from lifecycle import stream as streaming
+from lifecycle.stages import streaming
 from tests.conftest import run_coroutine
 from tests.sdk_server import api_server, base_url, sdk  # noqa: F401 (fixtures)
 from tests.test_api import KEY

@@ -9,8 +9,8 @@ import openai
 import pytest
 from openai import OpenAI
 
-from lifecycle import generate as generate_module
-from lifecycle import stream as streaming
+from lifecycle.stages import generation as generate_module
+from lifecycle.stages import streaming
 from tests.sdk_server import api_server, base_url  # noqa: F401  (fixtures: this module's own server)
 from tests.test_api import KEY, make_server, serve
 

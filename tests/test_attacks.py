@@ -22,9 +22,9 @@ import httpx
 import pytest
 
 from lifecycle.errors import LifecycleError
-from lifecycle.server.config import ApiConfig
-from lifecycle.server.endpoints import ApiServer
-from lifecycle.server.remote import MAX_LINE_BYTES, OutboundPolicy, send_chat_completion
+from lifecycle.api.config import ApiConfig
+from lifecycle.api.endpoints import ApiServer
+from lifecycle.api.outbound import MAX_LINE_BYTES, OutboundPolicy, send_chat_completion
 from tests.pages.harness import run_page
 from tests.test_api import KEY, serve
 
@@ -230,7 +230,7 @@ def test_an_unauthenticated_upload_is_refused_before_its_body_is_read(strangers_
 def test_an_oversized_prompt_is_refused_before_tokenizing_and_still_pays(strangers_server, loaded, monkeypatch):
     server, url = strangers_server
     tokenized = []
-    import lifecycle.server.endpoints as endpoints
+    import lifecycle.api.endpoints as endpoints
 
     monkeypatch.setattr(endpoints, "render_messages", lambda messages: tokenized.append(1))
     huge = {"model": loaded.name, "messages": [{"role": "user", "content": "x" * 900_000}], "max_tokens": 1}
@@ -243,8 +243,8 @@ def test_an_oversized_prompt_is_refused_before_tokenizing_and_still_pays(strange
 
 def test_health_and_refusals_carry_no_load_error_text(strangers_server, monkeypatch):
     server, url = strangers_server
-    import lifecycle.server.endpoints as endpoints
-    from lifecycle.serving import ModelStatus
+    import lifecycle.api.endpoints as endpoints
+    from lifecycle.api.serving import ModelStatus
 
     failed = ModelStatus("failed", "m", error="OSError: /root/.cache/secret-path is unreadable")
     monkeypatch.setattr(endpoints, "model_status", lambda: failed)
@@ -264,7 +264,7 @@ def test_health_and_refusals_carry_no_load_error_text(strangers_server, monkeypa
 
 
 def test_concurrent_sessions_cannot_read_each_others_calls(loaded, tmp_path, monkeypatch):
-    from lifecycle.server import routes
+    from lifecycle.api import routes
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from lifecycle.block import BlockShapes, block_flow, open_block, rope_pair, trace_forward
-from lifecycle.context import Conversation, render_prompt
+from lifecycle.stages.block import BlockShapes, block_flow, open_block, rope_pair, trace_forward
+from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
 
 PROMPT = "The capital of France is"

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lifecycle.call_timeline import HANDOVER, LAST_FRAMES, SETUP, WAIT, call_spans
+from lifecycle.features.call_timeline import HANDOVER, LAST_FRAMES, SETUP, WAIT, call_spans
 
 STARTED = 100.0  # the stream's origin on perf_counter's clock
 

@@ -13,7 +13,7 @@ from charts.forward_pass import (
     top_neuron_bars,
 )
 from charts.kv_cache import cache_growth, latency_chart, turns_chart
-from lifecycle.handout import script_json
+from lifecycle.features.handout import script_json
 
 
 def test_shape_text_groups_thousands():

@@ -4,7 +4,7 @@ import pytest
 
 from charts.gateway import bucket_chart
 from charts.theme import axis_title
-from lifecycle.server.ratelimit import RateLimiter
+from lifecycle.api.ratelimit import RateLimiter
 
 
 def _burst(limiter, count, spread, cost):

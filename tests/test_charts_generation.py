@@ -5,8 +5,8 @@ import pytest
 
 from charts.generation import CHOSEN, OTHER, PICKED, alternatives_figure, steps_figure
 from charts.sampling import token_label
-from lifecycle.generate import generate
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.generation import generate
+from lifecycle.stages.sampling import SamplingSettings
 
 
 @pytest.fixture(scope="module")

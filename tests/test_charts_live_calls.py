@@ -16,12 +16,12 @@ from charts.live_calls import (
     logged_budget,
     streamed_text,
 )
-from lifecycle import stream as streaming
-from lifecycle.context import context_budget, render_messages
-from lifecycle.server.calllog import CallLog, CallRecord
-from lifecycle.sampling import SamplingSettings
-from lifecycle.serving import LiveCall
-from lifecycle.stream import frame_kind
+from lifecycle.stages import streaming
+from lifecycle.stages.context_window import context_budget, render_messages
+from lifecycle.api.calllog import CallLog, CallRecord
+from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.api.serving import LiveCall
+from lifecycle.stages.streaming import frame_kind
 
 MESSAGES = [{"role": "user", "content": "Say hi."}]
 MAX_TOKENS = 4

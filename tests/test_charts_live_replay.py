@@ -9,10 +9,10 @@ import pytest
 from charts.live_replay import (
     HOW_CHOSEN, cache_bytes, generation_replay_data, growth_positions, how_chosen, kv_growth_data, stream_replay_data,
 )
-from lifecycle.generate import GenerationStep, TokenLogprob
-from lifecycle.sampling import TokenCandidate
-from lifecycle.stream import StreamEvent, sse_line
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.generation import GenerationStep, TokenLogprob
+from lifecycle.stages.sampling import TokenCandidate
+from lifecycle.stages.streaming import StreamEvent, sse_line
+from lifecycle.stages.vocabulary import show_token
 
 MARKUP = "</script><img src=x onerror=alert(1)>"
 

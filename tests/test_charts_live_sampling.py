@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from charts.live_sampling import LIVE_KNOBS, encoded_logits, live_sampling_data, live_settings, tail_share
-from lifecycle.sampling import STAGES, SamplingSettings, apply_sampling
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.sampling import STAGES, SamplingSettings, apply_sampling
+from lifecycle.stages.vocabulary import show_token
 
 JS = Path(__file__).resolve().parents[1] / "ui" / "live_sampling.js"
 VOCABULARY = 49152

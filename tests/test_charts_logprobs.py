@@ -38,7 +38,7 @@ def test_mask_chart_has_one_bar_per_step_and_marks_overruled_steps():
 
 def test_drawn_from_lists_only_tokens_still_in_play(logits):
     from charts.sampling import drawn_from_figure
-    from lifecycle.sampling import SamplingSettings, apply_sampling
+    from lifecycle.stages.sampling import SamplingSettings, apply_sampling
 
     allowed = np.zeros(logits.size, dtype=bool)
     allowed[[5, 9, 700]] = True

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from charts.next_token import BAR_LABEL_CHARS, candidate_bars, curve_ranks, rank_curve
-from lifecycle.sampling import TokenCandidate
+from lifecycle.stages.sampling import TokenCandidate
 
 CANDIDATES = [
     TokenCandidate(10, " blue", 0.6, math.log(0.6), 1),

@@ -11,8 +11,8 @@ from charts.sampling import (
     survivors_figure,
     token_label,
 )
-from lifecycle.forward import token_text
-from lifecycle.sampling import SamplingSettings, apply_sampling
+from lifecycle.stages.forward_pass import token_text
+from lifecycle.stages.sampling import SamplingSettings, apply_sampling
 
 
 @pytest.fixture(scope="module")

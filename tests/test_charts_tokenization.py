@@ -9,7 +9,7 @@ from charts.tokenization import (
     token_chips_html,
     tokenizer_count_chart,
 )
-from lifecycle.tokenize import Token
+from lifecycle.stages.tokenization import Token
 
 
 def token(text: str, token_id: int, raw: bytes | None = None, special: bool = False) -> Token:

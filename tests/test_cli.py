@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from lifecycle.cli import main
-from lifecycle.tokenize import decode, tokenize
+from lifecycle.stages.tokenization import decode, tokenize
 
 
 def test_trace_json_has_every_stage_and_a_chat_completion_response(loaded, capsys):
@@ -64,7 +64,7 @@ def test_bad_input_exits_non_zero_with_one_line_and_no_traceback():
 
 
 def test_keys_prints_a_sheet_the_server_accepts(capsys):
-    from lifecycle.server.config import api_config
+    from lifecycle.api.config import api_config
 
     assert main(["keys", "--count", "30"]) == 0
     sheet = capsys.readouterr().out

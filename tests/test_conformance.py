@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from lifecycle.stream import parse_sse
+from lifecycle.stages.streaming import parse_sse
 from tests.openai_schemas import SPECS_VERSION, violations
 from tests.test_api import KEY, make_server, serve
 

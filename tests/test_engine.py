@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from lifecycle.context import shared_head
+from lifecycle.stages.context_window import shared_head
 from lifecycle.engine import EngineFull, EngineRequest, shared_engine
 from lifecycle.engine.llama import Segment
-from lifecycle.generate import end_of_sequence_ids, generate, generate_steps
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.generation import end_of_sequence_ids, generate, generate_steps
+from lifecycle.stages.sampling import SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0)
 QUESTIONS = [
@@ -212,7 +212,7 @@ def test_a_failing_request_fails_alone(loaded):
 
 
 def test_a_failing_generation_raises_in_its_consumer(loaded, monkeypatch):
-    import lifecycle.generate as generation
+    import lifecycle.stages.generation as generation
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("sampling exploded")

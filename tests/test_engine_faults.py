@@ -10,8 +10,8 @@ import pytest
 from lifecycle.engine import EngineRequest, EngineTimeout, EngineUnavailable, RequestTooLarge, shared_engine
 from lifecycle.engine import scheduler
 from lifecycle.engine.layered import layered_forward
-from lifecycle.generate import generate
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.generation import generate
+from lifecycle.stages.sampling import SamplingSettings
 from tests.sdk_server import api_server, base_url, sdk  # noqa: F401
 from tests.test_engine import Paused, chat_ids, hf_greedy
 
@@ -71,7 +71,7 @@ def _crash(*_args, **_kwargs):
 
 
 def _generation(loaded, ids):
-    from lifecycle.generate import generate_steps
+    from lifecycle.stages.generation import generate_steps
 
     return generate_steps(loaded, ids, GREEDY, 8)
 

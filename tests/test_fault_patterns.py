@@ -12,7 +12,7 @@ from lifecycle.faults.patterns import (
 )
 from lifecycle.faults.plan import MAX_FAILURES, Fault, FaultPlan
 from tests.test_faults import MESSAGES, SLACK, demo  # noqa: F401  (the ready demo gateway fixture)
-from lifecycle.server.demo import DemoGateway
+from lifecycle.api.demo import DemoGateway
 
 
 @pytest.fixture(scope="module")

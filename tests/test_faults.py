@@ -12,8 +12,8 @@ from lifecycle.errors import LifecycleError
 from lifecycle.faults.client import ClientSettings, SdkRetryPolicy, call_through_faults
 from lifecycle.faults.gateway import PLAN_HEADER, FaultyGateway
 from lifecycle.faults.plan import MAX_FAILURES, Fault, FaultPlan
-from lifecycle.server.demo import DemoGateway
-from lifecycle.serving import model_status
+from lifecycle.api.demo import DemoGateway
+from lifecycle.api.serving import model_status
 
 MESSAGES = [{"role": "user", "content": "Name a colour."}]
 SLACK = 0.35  # seconds a wait may exceed the SDK's sleep: thread scheduling and the next request's setup
@@ -175,7 +175,7 @@ def test_the_stated_policy_is_the_installed_sdks():
 
 
 def test_the_ledger_sets_the_reported_usage_against_the_estimate(call):
-    from lifecycle.context import render_messages
+    from lifecycle.stages.context_window import render_messages
     from lifecycle.faults.ledger import ledger
 
     run = call(FaultPlan(Fault.NONE), max_tokens=6)

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-import lifecycle.server.keys as keys_module
+import lifecycle.api.keys as keys_module
 from lifecycle.errors import LifecycleError
-from lifecycle.server.calllog import CallLog, CallRecord, default_call_log_path
-from lifecycle.server.keys import bearer_token, check_api_key, new_api_key, parse_api_keys
-from lifecycle.server.ratelimit import RateLimiter
-from lifecycle.server.routing import route
+from lifecycle.api.calllog import CallLog, CallRecord, default_call_log_path
+from lifecycle.api.keys import bearer_token, check_api_key, new_api_key, parse_api_keys
+from lifecycle.api.ratelimit import RateLimiter
+from lifecycle.api.model_routing import route
 
 SECRET = "sk-live-Qm7Tz2Lx9Vb4Nc8Rw1Yp5Kd3"
 KEYS = {"alice": SECRET, "bob": "sk-other-1234567890"}

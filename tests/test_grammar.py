@@ -9,10 +9,10 @@ import jsonschema
 import numpy as np
 import pytest
 
-from lifecycle.context import render_messages
+from lifecycle.stages.context_window import render_messages
 from lifecycle.errors import LifecycleError
-from lifecycle.generate import generate
-from lifecycle.grammar import (
+from lifecycle.stages.generation import generate
+from lifecycle.features.grammar import (
     MAX_ENUM_VALUES,
     MAX_NESTING,
     NUMBER_STEP,
@@ -23,8 +23,8 @@ from lifecycle.grammar import (
     parse_response_format,
     safe_integers,
 )
-from lifecycle.sampling import STAGES, SamplingSettings, apply_sampling
-from lifecycle.tools import output_rules
+from lifecycle.stages.sampling import STAGES, SamplingSettings, apply_sampling
+from lifecycle.features.tools import output_rules
 from tests.structured_cases import CASES, SCHEMAS
 
 GREEDY = SamplingSettings(temperature=0)

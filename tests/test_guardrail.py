@@ -6,11 +6,11 @@ from __future__ import annotations
 import openai
 import pytest
 
-from lifecycle.context import render_messages
+from lifecycle.stages.context_window import render_messages
 from lifecycle.errors import LifecycleError
-from lifecycle.generate import Generation, generate_steps
-from lifecycle.guardrail import MAX_PHRASE_CHARS, MAX_PHRASES, parse_guardrail
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.generation import Generation, generate_steps
+from lifecycle.features.guardrail import MAX_PHRASE_CHARS, MAX_PHRASES, parse_guardrail
+from lifecycle.stages.sampling import SamplingSettings
 from tests.sdk_server import api_server, base_url, sdk  # noqa: F401  (fixtures: this module's own server)
 
 MESSAGES = [{"role": "user", "content": "Write one sentence about the sea."}]

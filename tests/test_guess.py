@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from lifecycle.errors import LifecycleError
-from lifecycle.forward import token_text
-from lifecycle.guess import POINTS_BY_RANK, points_for, round_options, score_guess, score_token, token_rank
-from lifecycle.sampling import next_token_distribution
+from lifecycle.stages.forward_pass import token_text
+from lifecycle.features.guess import POINTS_BY_RANK, points_for, round_options, score_guess, score_token, token_rank
+from lifecycle.stages.sampling import next_token_distribution
 
 
 @pytest.fixture(scope="module")

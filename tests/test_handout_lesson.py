@@ -1,6 +1,6 @@
 """The Handout page's lesson: it counts what the file holds and names the stages whose numbers are not this run's."""
 
-from lifecycle.handout import HandoutSection, handout_lesson
+from lifecycle.features.handout import HandoutSection, handout_lesson
 
 
 def _section(title: str, charts: int = 0, from_run: bool = True) -> HandoutSection:

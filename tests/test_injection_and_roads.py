@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from lifecycle.context import render_messages
-from lifecycle.determinism import compare_roads
+from lifecycle.stages.context_window import render_messages
+from lifecycle.features.determinism import compare_roads
 from lifecycle.engine import shared_engine
 from lifecycle.errors import LifecycleError
-from lifecycle.generate import generate
-from lifecycle.injection import InjectionSetup, leaking_ids, measure_case, measure_injection, targets
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.generation import generate
+from lifecycle.features.injection import InjectionSetup, leaking_ids, measure_case, measure_injection, targets
+from lifecycle.stages.sampling import SamplingSettings
 
 def _hf_logits(loaded, ids):
     def job(model):

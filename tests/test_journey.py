@@ -5,8 +5,8 @@ import pytest
 
 from lifecycle.errors import LifecycleError
 from lifecycle.journey import MAX_JOURNEY_TOKENS, JourneyInput, run_journey
-from lifecycle.sampling import SamplingSettings
-from lifecycle.stream import assemble, parse_sse
+from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.stages.streaming import assemble, parse_sse
 
 GREEDY = SamplingSettings(temperature=0.0)
 

@@ -2,11 +2,11 @@
 
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
+from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
 from lifecycle.engine import shared_engine
-from lifecycle.kv_cache import KVCacheShape, cache_report, latency_report, measure_cache, timed_prefill
-from lifecycle.multiturn import common_prefix, replay_turns
+from lifecycle.stages.kv_cache import KVCacheShape, cache_report, latency_report, measure_cache, timed_prefill
+from lifecycle.features.multiturn import common_prefix, replay_turns
 
 
 @pytest.fixture(scope="module")

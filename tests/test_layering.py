@@ -90,13 +90,52 @@ def test_the_library_and_the_charts_import_no_streamlit():
 
 # What may import the HTTP layer: the layer itself, the Failures page's faulty gateway (an HTTP service
 # by nature, built on the Gateway page's) and the CLI (it prints the server's key sheet).
-HTTP_SIDE = ("lifecycle.server", "lifecycle.faults", "lifecycle.cli")
+HTTP_SIDE = ("lifecycle.api", "lifecycle.faults", "lifecycle.cli")
 
 
 def test_the_core_imports_nothing_from_the_http_layer():
     graph = import_graph("lifecycle")
     core = {module: imports for module, imports in graph.items()
             if not any(module == side or module.startswith(side + ".") for side in HTTP_SIDE)}
-    reaching = {module: sorted(i for i in imports if i.startswith("lifecycle.server")) for module, imports in core.items()}
+    reaching = {module: sorted(i for i in imports if i.startswith("lifecycle.api")) for module, imports in core.items()}
     assert {module: found for module, found in reaching.items() if found} == {}
-    assert "lifecycle.journey" in core and "lifecycle.request" in core  # the journey's stages are checked
+    assert "lifecycle.journey" in core and "lifecycle.stages.request" in core  # the journey's stages are checked
+
+
+def test_a_stage_has_one_name_in_every_layer():
+    """The page, the stage module, its charts and its tests share a name (views/forward_pass.py,
+    lifecycle/stages/forward_pass.py, charts/forward_pass.py, tests/test_forward_pass.py)."""
+    views = {path.stem for path in (ROOT / "views").glob("*.py")}
+    stages = {path.stem for path in (ROOT / "lifecycle" / "stages").glob("*.py")} - {"__init__"}
+    paged = views & stages
+    assert {"request", "tokenization", "context_window", "forward_pass", "sampling", "generation", "streaming",
+            "detokenization", "kv_cache"} <= paged
+    for name in sorted(paged):
+        assert (ROOT / "charts" / f"{name}.py").is_file(), name
+        assert (ROOT / "tests" / f"test_{name}.py").is_file(), name
+
+
+def test_the_public_names_are_imported_on_first_use():
+    import subprocess
+    import sys
+
+    script = ("import sys, lifecycle; loaded = sorted(m for m in sys.modules if m.startswith('lifecycle.')); "
+              "print(loaded, 'numpy' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "[] False"
+
+    import importlib
+
+    import lifecycle
+
+    assert dir(lifecycle) == lifecycle.__all__ and len(lifecycle.__all__) >= 5
+    for name in lifecycle.__all__:
+        value = getattr(lifecycle, name)
+        assert getattr(value, "__module__", "").startswith("lifecycle."), name
+        assert getattr(importlib.import_module(value.__module__), name) is value
+    try:
+        lifecycle.no_such_stage
+    except AttributeError as error:
+        assert "no_such_stage" in str(error)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lifecycle.lessons import (
+from lifecycle.features.lessons import (
     Gap,
     cache_against_weights,
     crossover_tokens,
@@ -185,7 +185,7 @@ def test_overflow_demo_sentence_names_each_way_the_demo_differs_from_the_journey
 
 
 def test_the_generation_sentence_states_this_runs_steps_and_why_it_stopped():
-    from lifecycle.lessons import generation_sentence
+    from lifecycle.features.lessons import generation_sentence
 
     stopped = generation_sentence(21, 37, 0.2346, 0.4410, "stop", 48)
     assert "one token per step: 21 tokens**" in stopped and "**37 prompt tokens** (the prefill, 234.6 ms)" in stopped
@@ -197,7 +197,7 @@ def test_the_generation_sentence_states_this_runs_steps_and_why_it_stopped():
 
 
 def test_the_kv_cache_sentence_sizes_this_prompts_cache():
-    from lifecycle.lessons import cache_size, kv_cache_sentence
+    from lifecycle.features.lessons import cache_size, kv_cache_sentence
 
     sentence = kv_cache_sentence(37, 37 * 46_080, 46_080, 3)
     assert "**37 tokens**: **1.63 MiB**" in sentence and "**45.0 KiB** more per generated token" in sentence
@@ -206,7 +206,7 @@ def test_the_kv_cache_sentence_sizes_this_prompts_cache():
 
 
 def test_the_mask_sentence_invents_no_mask_where_no_step_was_narrowed():
-    from lifecycle.lessons import mask_sentence
+    from lifecycle.features.lessons import mask_sentence
 
     free = mask_sentence([49_152] * 9, 0, 49_152)  # tool_choice "none": no grammar ran
     assert "grammar mask let through" not in free
@@ -220,7 +220,7 @@ def test_the_mask_sentence_invents_no_mask_where_no_step_was_narrowed():
 
 
 def test_the_detokenized_sentence_counts_only_the_bytes_that_became_content():
-    from lifecycle.lessons import detokenized_sentence
+    from lifecycle.features.lessons import detokenized_sentence
 
     usage = {"prompt_tokens": 41, "completion_tokens": 30, "total_tokens": 71}
     cut = detokenized_sentence(30, 47, 15, 2, 0, 15, "length", usage)  # stopped two bytes into a character

@@ -19,8 +19,8 @@ import pytest
 
 from lifecycle.engine.remote import RemoteEngine
 from lifecycle.errors import LifecycleError
-from lifecycle.forward import run_forward
-from lifecycle.sampling import next_token_distribution
+from lifecycle.stages.forward_pass import run_forward
+from lifecycle.stages.sampling import next_token_distribution
 
 ANSWER = "The capital of France is Paris."
 PAYLOAD = {"model": "smollm2", "messages": [{"role": "user", "content": "What is the capital of France?"}],
@@ -108,8 +108,8 @@ def test_the_answer_names_its_remote_and_its_first_step_is_measured_against_the_
     """A llama.cpp-shaped stream whose logprobs are not the local model's: the answer records the remote
     and its prompt count, and the gap against the local prefill is |remote - local| in points."""
     from lifecycle.journey import JourneyInput, answer, prepare
-    from lifecycle.remote_gap import remote_first_step_gap
-    from lifecycle.vocabulary import token_bytes
+    from lifecycle.features.remote_gap import remote_first_step_gap
+    from lifecycle.stages.vocabulary import token_bytes
 
     ids, tokens = local_tokens(loaded, ANSWER)
     prepared = prepare(JourneyInput("What is the capital of France?", max_tokens=16), loaded.name, loaded.context_window)

@@ -2,7 +2,7 @@
 
 import math
 
-from lifecycle.remote_gap import ROUNDING_POINTS, first_step_gap
+from lifecycle.features.remote_gap import ROUNDING_POINTS, first_step_gap
 
 
 def _remote(*pairs):

@@ -10,12 +10,12 @@ import pytest
 
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
-from lifecycle.sampling import SamplingSettings
-from lifecycle.request import ChatRequest, chat_request, check_token_ids, sampling_settings, validate_request
-from lifecycle.completion import build_response, new_completion_id
-from lifecycle.server.snippets import render_curl, render_javascript, render_python
-from lifecycle.server.statelessness import resend_sizes
-from lifecycle.server.wire import redact_key, render_http_request, render_http_response
+from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.stages.request import ChatRequest, chat_request, check_token_ids, sampling_settings, validate_request
+from lifecycle.stages.completion import build_response, new_completion_id
+from lifecycle.api.snippets import render_curl, render_javascript, render_python
+from lifecycle.api.statelessness import resend_sizes
+from lifecycle.api.wire import redact_key, render_http_request, render_http_response
 
 MODEL = model_name()
 USER = [{"role": "user", "content": "Hello"}]

@@ -6,8 +6,8 @@ import time
 from types import SimpleNamespace
 
 from lifecycle.model import model_name
-from lifecycle.server.response_object import response_events
-from lifecycle.server.responses_request import validate_responses_request
+from lifecycle.api.response_object import response_events
+from lifecycle.api.responses_request import validate_responses_request
 from tests.openai_schemas import violations
 
 TOOL = {"type": "function", "name": "get_weather", "parameters": {

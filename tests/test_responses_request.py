@@ -7,10 +7,10 @@ import pytest
 
 from lifecycle.errors import LifecycleError
 from lifecycle.model import model_name
-from lifecycle.sampling import SamplingSettings
-from lifecycle.request import chat_request
-from lifecycle.server.response_store import ResponseStore
-from lifecycle.server.responses_request import (
+from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.stages.request import chat_request
+from lifecycle.api.response_store import ResponseStore
+from lifecycle.api.responses_request import (
     as_responses_request,
     response_format,
     validate_responses_request,

@@ -8,7 +8,7 @@ import pytest
 from lifecycle.journey import JourneyInput, run_journey
 from lifecycle.result_cache import ResultCache
 from lifecycle.results import JourneyResults
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.sampling import SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0)
 MB = 2**20

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lifecycle.errors import LifecycleError
-from lifecycle.sampling import (
+from lifecycle.stages.sampling import (
     STAGES,
     SamplingSettings,
     apply_sampling,

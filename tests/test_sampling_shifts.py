@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from lifecycle.errors import LifecycleError
-from lifecycle.sampling import SamplingSettings, apply_sampling
+from lifecycle.stages.sampling import SamplingSettings, apply_sampling
 
 
 def softmax(x):

@@ -10,9 +10,9 @@ import sys
 import threading
 from pathlib import Path
 
-from lifecycle import serving
+from lifecycle.api import serving
 from lifecycle.errors import LifecycleError
-from lifecycle.serving import ModelStatus
+from lifecycle.api.serving import ModelStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def test_a_template_the_app_cannot_render_fails_the_load_after_ready(loaded, mon
 def test_the_start_from_the_copy_never_imports_transformers():
     """The model, its tokenizer, the engine and the template's prefill come up without transformers
     (~0.7 s of a 3 s start: its import and its tokenizer class); only the pages' hooked model imports it."""
-    script = ("import sys; from lifecycle.model import shared_model; from lifecycle import serving; "
+    script = ("import sys; from lifecycle.model import shared_model; from lifecycle.api import serving; "
               "loaded = shared_model(); serving.shared_engine(loaded).prime(serving.shared_head()).wait(); "
               "print(type(loaded.tokenizer).__name__, 'transformers' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -83,7 +83,7 @@ def test_the_apps_start_imports_no_http_client():
     """What ``streamlit run app.py`` imports before the model loads (the API's routes and the warm
     route) holds no HTTP client: httpx and what it pulls in (rich, pygments) cost ~0.1-0.4 s of a
     start that must stay under 3 s, and only a remote engine, a remote page or ``lifecycle warm`` uses it."""
-    script = ("import sys; import lifecycle.server.routes, ui.deployment, ui.warm; "
+    script = ("import sys; import lifecycle.api.routes, ui.deployment, ui.warm; "
               "print(sorted(m for m in ('httpx', 'rich', 'pygments') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from lifecycle.context import TOOLS, render_messages
+from lifecycle.stages.context_window import TOOLS, render_messages
 from lifecycle.errors import LifecycleError
-from lifecycle.generate import generate
-from lifecycle.sampling import SamplingSettings
-from lifecycle.tokenize import encode_plain
-from lifecycle.grammar import GrammarConstraint
-from lifecycle.tools import (
+from lifecycle.stages.generation import generate
+from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.stages.tokenization import encode_plain
+from lifecycle.features.grammar import GrammarConstraint
+from lifecycle.features.tools import (
     CALL_CLOSE,
     CALL_OPEN,
     ToolCallStream,

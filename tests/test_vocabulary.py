@@ -2,9 +2,9 @@
 
 import pytest
 
-from lifecycle.forward import token_text
-from lifecycle.tokenize import encode_plain
-from lifecycle.vocabulary import EMPTY_TOKEN, TOKEN_NOTATION, show_token, token_bytes
+from lifecycle.stages.forward_pass import token_text
+from lifecycle.stages.tokenization import encode_plain
+from lifecycle.stages.vocabulary import EMPTY_TOKEN, TOKEN_NOTATION, show_token, token_bytes
 
 
 @pytest.mark.parametrize(

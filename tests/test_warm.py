@@ -6,11 +6,11 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from lifecycle.server.config import ApiConfig
-from lifecycle.server.endpoints import ApiServer
+from lifecycle.api.config import ApiConfig
+from lifecycle.api.endpoints import ApiServer
 from lifecycle.cli import main
 from lifecycle.errors import LifecycleError
-from lifecycle.warm import MAX_WARM_PROMPTS, WARM_PATH, parse_prompts, parse_settings, read_prompts
+from lifecycle.api.warm import MAX_WARM_PROMPTS, WARM_PATH, parse_prompts, parse_settings, read_prompts
 from tests.pages.harness import run_page
 
 KEY = "sk-warm-test"

@@ -29,10 +29,10 @@ from typing import TypeVar
 import streamlit as st
 
 from lifecycle.engine import shared_engine
-from lifecycle.generate import GenerationStep
+from lifecycle.stages.generation import GenerationStep
 from lifecycle.journey import Answer, Inspection, Journey, Prefill, PreparedPrompt
-from lifecycle.remote_gap import remote_first_step_gap
-from lifecycle.vocabulary import token_bytes
+from lifecycle.features.remote_gap import remote_first_step_gap
+from lifecycle.stages.vocabulary import token_bytes
 from lifecycle.result_cache import Pending, shared_cache
 from lifecycle.results import JourneyResults, engine_tag, shared_results
 from ui.frame import loaded_model, show_text
@@ -108,7 +108,7 @@ def cached_journey(settings: JourneySettings) -> Journey:
 
 def _say_remote_gap(settings: JourneySettings, prepared: PreparedPrompt, answer: Answer) -> None:
     """On every page showing a remote engine's tokens: how its first step compares with the local
-    prefill the Next token and Sampling pages show (lifecycle.remote_gap), with the measured gap."""
+    prefill the Next token and Sampling pages show (lifecycle.features.remote_gap), with the measured gap."""
     steps = answer.generation.steps
     if answer.remote is None or not steps:
         return

@@ -7,7 +7,7 @@ import os
 
 import streamlit as st
 
-from lifecycle.server.remote import OUTBOUND_ENV, OutboundPolicy
+from lifecycle.api.outbound import OUTBOUND_ENV, OutboundPolicy
 
 LOCAL_ADDRESSES = {"localhost", "127.0.0.1", "::1", "[::1]"}
 

@@ -30,7 +30,7 @@ import streamlit as st
 from lifecycle.engine import EngineUnavailable
 from lifecycle.errors import LifecycleError
 from lifecycle.result_cache import ResultTimeout
-from lifecycle.server.wire import DEFAULT_BASE_URL
+from lifecycle.api.wire import DEFAULT_BASE_URL
 from lifecycle.model import LoadedModel, ModelLoadError, is_loaded, model_name, shared_model
 from ui.settings import JourneySettings, current_settings, render_settings_sidebar, url_problems
 from ui.stages import HOME, PHASES, STAGES, StagePage, neighbours, phase_of, stage

@@ -10,7 +10,7 @@ const KIND_COLOURS = { role: BLUE, content: GREEN, finish: VERMILION, usage: PUR
 const pct = (p) => `${(100 * p).toFixed(1)}%`;
 const num = (n) => n.toLocaleString("en");
 const fixed = (value, digits) => value.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
-// As the page's Python writes a size (views/kv-cache.py kib): KiB with one decimal below a MiB, else MiB with two.
+// As the page's Python writes a size (views/kv_cache.py kib): KiB with one decimal below a MiB, else MiB with two.
 const mib = (bytes) => (bytes < 2 ** 20 ? `${fixed(bytes / 1024, 1)} KiB` : `${fixed(bytes / 2 ** 20, 2)} MiB`);
 
 function element(tag, attributes = {}, parent = null, namespace = null) {

@@ -1,6 +1,6 @@
 // The Sampling page's live chart: temperature, top-k, top-p and min-p redone in the browser on every
 // slider move, from the logits of the whole vocabulary that charts/live_sampling.py sends once.
-// resample() mirrors lifecycle.sampling.apply_sampling (after its moving stages, which Python ran).
+// resample() mirrors lifecycle.stages.sampling.apply_sampling (after its moving stages, which Python ran).
 // Token labels and every other string are set with textContent: nothing is parsed as markup.
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -35,7 +35,7 @@ function decode(data) {
   return decoded;
 }
 
-// lifecycle.sampling.apply_sampling for temperature, top-k, top-p and min-p. Leaves the final
+// lifecycle.stages.sampling.apply_sampling for temperature, top-k, top-p and min-p. Leaves the final
 // probabilities in model.probs and each token's removing stage (or -1) in model.removed.
 export function resample(model, s, stages) {
   const { scores, order, probs, removed } = model;

@@ -18,7 +18,7 @@ import streamlit as st
 
 from lifecycle.errors import LifecycleError
 from lifecycle.journey import MAX_PROMPT_CHARS, JourneyInput
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.sampling import SamplingSettings
 
 # The walkthrough's question. At the default temperature 0 (greedy) SmolLM2-135M answers "The capital
 # of India is New Delhi, …" in 24 tokens, finish_reason "stop" (checked in tests/pages/test_defaults.py).

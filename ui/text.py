@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.vocabulary import show_token
 
 MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()<>#+-.!|~:$=\"'&@%^")
 

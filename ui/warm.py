@@ -1,4 +1,4 @@
-"""``POST /lifecycle/warm``: fill the pages' caches with a list of prompts (see lifecycle.warm).
+"""``POST /lifecycle/warm``: fill the pages' caches with a list of prompts (see lifecycle.api.warm).
 
 It sits next to the API routes and takes the same API keys. Each prompt becomes exactly the
 input a page builds from the sidebar (``JourneySettings.journey_input``), and every stage runs
@@ -21,11 +21,11 @@ from starlette.routing import BaseRoute, Route
 from lifecycle.errors import LifecycleError
 from lifecycle.model import shared_model
 from lifecycle.results import JourneyResults, shared_results
-from lifecycle.server.endpoints import ApiServer
-from lifecycle.server.errors import error_envelope
-from lifecycle.server.keys import bearer_token, check_api_key
-from lifecycle.serving import model_status, start_model_loading
-from lifecycle.warm import WARM_PATH, parse_prompts, parse_settings
+from lifecycle.api.endpoints import ApiServer
+from lifecycle.api.errors import error_envelope
+from lifecycle.api.keys import bearer_token, check_api_key
+from lifecycle.api.serving import model_status, start_model_loading
+from lifecycle.api.warm import WARM_PATH, parse_prompts, parse_settings
 from ui.settings import JourneySettings
 
 WARM_CONCURRENCY = 8

@@ -1,9 +1,9 @@
 """Agents and their attack surface: the tool loop, the system prompt measured as a tendency,
 temperature 0's different roads, and the guardrail that lives outside the model.
 
-The loop runs through lifecycle.agent, the measurements through lifecycle.injection and
-lifecycle.determinism (every model call an engine request or job); the sentences come from
-lifecycle.agent_lessons, chosen by this run's numbers.
+The loop runs through lifecycle.features.agent, the measurements through lifecycle.features.injection and
+lifecycle.features.determinism (every model call an engine request or job); the sentences come from
+lifecycle.features.agent_lessons, chosen by this run's numbers.
 """
 
 import json
@@ -12,13 +12,13 @@ import pandas as pd
 import streamlit as st
 
 from charts.agent import compliance_figure, roads_figure
-from lifecycle.agent import LOCAL_TOOLS, MAX_ROUNDS, AgentRun, engine_send, run_agent
-from lifecycle.agent_lessons import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
-from lifecycle.context import render_messages
-from lifecycle.determinism import DeterminismRun, compare_roads
+from lifecycle.features.agent import LOCAL_TOOLS, MAX_ROUNDS, AgentRun, engine_send, run_agent
+from lifecycle.features.agent_lessons import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
+from lifecycle.stages.context_window import render_messages
+from lifecycle.features.determinism import DeterminismRun, compare_roads
 from lifecycle.errors import LifecycleError
-from lifecycle.guardrail import check_seconds, parse_guardrail
-from lifecycle.injection import CASES, MAX_DRAWS, InjectionRun, InjectionSetup, measure_injection, targets
+from lifecycle.features.guardrail import check_seconds, parse_guardrail
+from lifecycle.features.injection import CASES, MAX_DRAWS, InjectionRun, InjectionSetup, measure_injection, targets
 from ui.cache import per_prompt_cache
 from ui.frame import input_error, lesson, loaded_model, show_text, stage_page
 from ui.tables import fitted_table

@@ -5,8 +5,8 @@ import json
 import pandas as pd
 import streamlit as st
 
-from charts.context import BUDGET_PARTS, PART_LABELS, budget_chart
-from lifecycle.context import (
+from charts.context_window import BUDGET_PARTS, PART_LABELS, budget_chart
+from lifecycle.stages.context_window import (
     CONTEXT_WINDOWS,
     ContextBudget,
     Conversation,
@@ -16,7 +16,7 @@ from lifecycle.context import (
     truncate_oldest_turns,
 )
 from lifecycle.errors import LifecycleError
-from lifecycle.lessons import overflow_demo_sentence, window_sentence
+from lifecycle.features.lessons import overflow_demo_sentence, window_sentence
 from ui.frame import lesson, loaded_model, stage_page
 
 MAX_TEMPLATE_CHARS = 6_000

@@ -1,6 +1,6 @@
 """Detokenization and response page: token ids back to bytes and text, and the final response object.
 
-The journey's generated ids are pushed one by one through ``lifecycle.detokenize``; a button runs
+The journey's generated ids are pushed one by one through ``lifecycle.stages.detokenization``; a button runs
 the same on the model's own ids for a text with emoji, whose characters span several tokens, so
 held-back incomplete UTF-8 is visible even when this run's answer has none.
 """
@@ -10,11 +10,11 @@ import streamlit as st
 
 from charts.detokenization import bytes_per_token
 from charts.sampling import token_label
-from lifecycle.detokenize import DetokenizedStep, detokenize
-from lifecycle.lessons import detokenized_sentence
-from lifecycle.vocabulary import show_token, token_display
-from lifecycle.stream import assemble
-from lifecycle.tokenize import encode_plain
+from lifecycle.stages.detokenization import DetokenizedStep, detokenize
+from lifecycle.features.lessons import detokenized_sentence
+from lifecycle.stages.vocabulary import show_token, token_display
+from lifecycle.stages.streaming import assemble
+from lifecycle.stages.tokenization import encode_plain
 from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, stage_page
 from ui.tables import fitted_table

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from charts.failures import attempts_timeline
-from lifecycle.context import render_messages
+from lifecycle.stages.context_window import render_messages
 from lifecycle.faults.client import (
     INVALID_TEMPERATURE, MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT, ClientRun, ClientSettings, SdkRetryPolicy,
     call_through_faults,
@@ -26,7 +26,7 @@ from lifecycle.faults.patterns import (
 )
 from lifecycle.faults.plan import LABELS, MAX_CUT_AFTER, MAX_DELAY, MAX_FAILURES, MAX_RETRY_AFTER, Fault, FaultPlan
 from lifecycle.journey import journey_request
-from lifecycle.server.demo import DemoGateway
+from lifecycle.api.demo import DemoGateway
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.tables import fitted_table
 from ui.text import literal, ms

@@ -23,8 +23,8 @@ from charts.forward_pass import (
     top_neuron_bars,
     vector_rows,
 )
-from lifecycle.block import ForwardTrace, block_flow, lens_guesses, open_block, rope_pair
-from lifecycle.forward import token_text
+from lifecycle.stages.block import ForwardTrace, block_flow, lens_guesses, open_block, rope_pair
+from lifecycle.stages.forward_pass import token_text
 from lifecycle.model import LoadedModel
 from ui.cache import per_prompt_cache, prepared_prompt
 from ui.frame import lesson, loaded_model, stage_page

@@ -14,12 +14,12 @@ import streamlit as st
 from charts.gateway import bucket_chart
 from charts.live_calls import gateway_rows
 from lifecycle.journey import Journey, journey_request
-from lifecycle.server.wire import render_http_response
-from lifecycle.server.access import call_reader
-from lifecycle.server.demo import DEMO_KEY_NAME, DemoAnswer, DemoGateway
-from lifecycle.server.exchange import new_request_id
-from lifecycle.server.ratelimit import RateLimiter
-from lifecycle.server.routes import default_server
+from lifecycle.api.wire import render_http_response
+from lifecycle.api.access import call_reader
+from lifecycle.api.demo import DEMO_KEY_NAME, DemoAnswer, DemoGateway
+from lifecycle.api.exchange import new_request_id
+from lifecycle.api.ratelimit import RateLimiter
+from lifecycle.api.routes import default_server
 from ui.cache import cached_journey
 from ui.deployment import local_only
 from ui.frame import lesson, stage_page

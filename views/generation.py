@@ -3,7 +3,7 @@
 The journey's real generation is replayed step by step in the browser (ui/live_replay: its step
 buttons and slider redraw without a script run). Picking an alternative at a step reruns the loop
 with that step forced to it and the steps before it forced to the tokens the run chose
-(lifecycle.generate.generate(forced=...)), cached per branch.
+(lifecycle.stages.generation.generate(forced=...)), cached per branch.
 """
 
 import pandas as pd
@@ -12,9 +12,9 @@ import streamlit as st
 from charts.generation import alternatives_figure, steps_figure
 from charts.live_replay import HOW_CHOSEN, generation_replay_data, how_chosen
 from charts.logprobs import steps_logprob_figure
-from lifecycle.generate import Generation, GenerationStep
-from lifecycle.lessons import generation_sentence
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.generation import Generation, GenerationStep
+from lifecycle.features.lessons import generation_sentence
+from lifecycle.stages.vocabulary import show_token
 from ui.cache import answered_prompt, journey_results
 from ui.frame import lesson, stage_page
 from ui.live_replay import live_replay

@@ -6,8 +6,8 @@ import streamlit as st
 
 from charts.next_token import candidate_bars
 from lifecycle.errors import LifecycleError
-from lifecycle.guess import POINTS_BY_RANK, round_options, score_guess, score_token
-from lifecycle.vocabulary import show_token
+from lifecycle.features.guess import POINTS_BY_RANK, round_options, score_guess, score_token
+from lifecycle.stages.vocabulary import show_token
 from ui.cache import inspected_prompt
 from ui.frame import lesson, loaded_model, presenting, show_text, stage_page
 from ui.text import quoted

@@ -4,10 +4,10 @@ import pandas as pd
 import streamlit as st
 
 from charts.handout import handout_document
-from lifecycle.forward import token_text
-from lifecycle.handout import handout_lesson
+from lifecycle.stages.forward_pass import token_text
+from lifecycle.features.handout import handout_lesson
 from lifecycle.journey import Journey
-from lifecycle.kv_cache import KVCacheShape
+from lifecycle.stages.kv_cache import KVCacheShape
 from lifecycle.model import LoadedModel
 from ui.cache import cached_journey, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page

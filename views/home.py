@@ -3,10 +3,10 @@
 import streamlit as st
 
 from charts.journey import latency_waterfall
-from lifecycle.call_timeline import LAST_FRAMES, SETUP, WAIT
+from lifecycle.features.call_timeline import LAST_FRAMES, SETUP, WAIT
 from lifecycle.errors import LifecycleError
-from lifecycle.lessons import engine_wait_sentence
-from lifecycle.vocabulary import show_token
+from lifecycle.features.lessons import engine_wait_sentence
+from lifecycle.stages.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey
 from ui.frame import (APP_TITLE, PRESENT, empty_prompt_message, input_error, lesson, loaded_model, presenting,

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 import streamlit as st
 
-from charts.context import budget_chart
+from charts.context_window import budget_chart
 from charts.live_calls import (
     call_rows,
     frame_rows,
@@ -27,14 +27,14 @@ from charts.live_calls import (
     streamed_text,
     tokens_per_second,
 )
-from lifecycle.server.access import CallReader, call_reader
-from lifecycle.server.calllog import CallLog, CallRecord
-from lifecycle.server.endpoints import ApiServer
-from lifecycle.server.keys import KEYS_ENV
-from lifecycle.server.routes import default_server
+from lifecycle.api.access import CallReader, call_reader
+from lifecycle.api.calllog import CallLog, CallRecord
+from lifecycle.api.endpoints import ApiServer
+from lifecycle.api.keys import KEYS_ENV
+from lifecycle.api.routes import default_server
 from lifecycle.model import is_loaded, shared_model
-from lifecycle.serving import live_calls, model_status
-from lifecycle.vocabulary import show_token, token_bytes
+from lifecycle.api.serving import live_calls, model_status
+from lifecycle.stages.vocabulary import show_token, token_bytes
 from ui.deployment import local_only
 from ui.engine_state import engine_section
 from ui.frame import lesson, presenting, show_text, stage_page

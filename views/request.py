@@ -6,16 +6,16 @@ import pandas as pd
 import streamlit as st
 
 from charts.request import resent_tokens_chart
-from lifecycle.context import NEW_MESSAGE, render_messages
+from lifecycle.stages.context_window import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
 from lifecycle.errors import LifecycleError
-from lifecycle.request import EXTENSIONS
-from lifecycle.server.remote import DEADLINE_SECONDS, send_chat_completion
-from lifecycle.server.responses_request import as_responses_request, wire_differences
-from lifecycle.server.snippets import python_call, render_curl, render_javascript, render_python
-from lifecycle.server.statelessness import resend_sizes
-from lifecycle.server.wire import render_http_request, render_http_response
-from lifecycle.stream import delta_content, frame_kind
+from lifecycle.stages.request import EXTENSIONS
+from lifecycle.api.outbound import DEADLINE_SECONDS, send_chat_completion
+from lifecycle.api.responses_request import as_responses_request, wire_differences
+from lifecycle.api.snippets import python_call, render_curl, render_javascript, render_python
+from lifecycle.api.statelessness import resend_sizes
+from lifecycle.api.wire import render_http_request, render_http_response
+from lifecycle.stages.streaming import delta_content, frame_kind
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.deployment import outbound_policy
 from ui.frame import lesson, own_api_base, show_text, stage_page

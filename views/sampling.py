@@ -28,7 +28,7 @@ from charts.sampling import (
 )
 from charts.live_sampling import LIVE_KNOBS, live_sampling_data, live_settings, tail_share
 from lifecycle.errors import LifecycleError
-from lifecycle.sampling import (
+from lifecycle.stages.sampling import (
     MAX_LOGIT_BIAS,
     SampledDistribution,
     SamplingSettings,
@@ -37,8 +37,8 @@ from lifecycle.sampling import (
     entropy_bits,
     stage_effects,
 )
-from lifecycle.tools import output_rules
-from lifecycle.vocabulary import show_token
+from lifecycle.features.tools import output_rules
+from lifecycle.stages.vocabulary import show_token
 from ui.cache import prefilled_prompt
 from ui.frame import lesson, loaded_model, stage_page
 from ui.live_sampling import live_sampling_chart, live_settings_sent
@@ -158,7 +158,7 @@ def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_t
         f"Your browser has the logits of all {logits.size:,} tokens ({data['dtype']}), not just a top N: at "
         f"temperature {NUMBERS['temperature'].high:g} the tokens beyond the top {TAIL_RANKS:,} still hold "
         f"**{tail:.0%}** of the probability for this prompt, and top-p and the renormalization need every one. "
-        "It redoes temperature, top-k, top-p and min-p as lifecycle.sampling does; the repetition penalty "
+        "It redoes temperature, top-k, top-p and min-p as lifecycle.stages.sampling does; the repetition penalty "
         "(and the API's penalties below) stay on the server because they need the tokens already written."
     )
     return _what_if_settings(settings), lesson_box

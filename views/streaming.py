@@ -2,10 +2,10 @@
 
 The recorded stream is replayed in the browser on its own clock (ui/live_replay), with no script run.
 
-"Stream it live" runs a fresh generation with ``lifecycle.stream.stream_completion`` and writes
+"Stream it live" runs a fresh generation with ``lifecycle.stages.streaming.stream_completion`` and writes
 each SSE frame into the page as it is produced; beside it a non-streaming client's panel stays
 empty until the whole answer exists. Both panels are fed by the same generation. Last, a guardrail
-(lifecycle.guardrail) streams the same request with the visitor's block list.
+(lifecycle.features.guardrail) streams the same request with the visitor's block list.
 """
 
 import time
@@ -16,11 +16,11 @@ import streamlit as st
 from charts.live_replay import stream_replay_data
 from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.errors import LifecycleError
-from lifecycle.guardrail import FINISH_REASON, Guardrail, check_seconds, parse_guardrail
-from lifecycle.lessons import gaps_sentence, stream_gaps, ttft_sentence
-from lifecycle.completion import build_response, new_completion_id
-from lifecycle.stream import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
-from lifecycle.vocabulary import show_token
+from lifecycle.features.guardrail import FINISH_REASON, Guardrail, check_seconds, parse_guardrail
+from lifecycle.features.lessons import gaps_sentence, stream_gaps, ttft_sentence
+from lifecycle.stages.completion import build_response, new_completion_id
+from lifecycle.stages.streaming import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
+from lifecycle.stages.vocabulary import show_token
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.live_replay import live_replay

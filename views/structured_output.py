@@ -3,7 +3,7 @@
 The sidebar's prompt is sent with tools (or a response_format) chosen here; the page shows what
 the tool definitions cost in the prompt, how many tokens the grammar mask allowed at each step,
 the stream deltas as OpenAI sends them (a tool call's arguments arriving in fragments), and the
-final object validated against its schema. The run goes through lifecycle.structured.follow_call.
+final object validated against its schema. The run goes through lifecycle.features.structured.follow_call.
 The agent loop that runs such calls round after round is on the Agents page (views/agent.py).
 """
 
@@ -14,10 +14,10 @@ import streamlit as st
 
 from charts.structured import mask_figure
 from lifecycle.errors import LifecycleError
-from lifecycle.lessons import mask_sentence
-from lifecycle.structured import StructuredRun, follow_call
-from lifecycle.tools import output_rules
-from lifecycle.vocabulary import show_token
+from lifecycle.features.lessons import mask_sentence
+from lifecycle.features.structured import StructuredRun, follow_call
+from lifecycle.features.tools import output_rules
+from lifecycle.stages.vocabulary import show_token
 from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page, streamlit_page
 from ui.tables import fitted_table

@@ -4,9 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from charts.tokenization import ENCODING_LABELS, SHORT_LABELS, language_token_chart, token_chips_html, tokenizer_count_chart
-from lifecycle.context import render_messages
-from lifecycle.tokenize import ENCODINGS, MODEL_ENCODING, Tokenization, tokenize, tokenize_ids
-from lifecycle.vocabulary import TOKEN_NOTATION, show_token
+from lifecycle.stages.context_window import render_messages
+from lifecycle.stages.tokenization import ENCODINGS, MODEL_ENCODING, Tokenization, tokenize, tokenize_ids
+from lifecycle.stages.vocabulary import TOKEN_NOTATION, show_token
 from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 from ui.tables import fitted_table

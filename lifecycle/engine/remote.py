@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from lifecycle.errors import LifecycleError
-from lifecycle.generate import ALTERNATIVES, TOP_LOGPROBS, GenerationStep, TokenLogprob
-from lifecycle.sampling import TokenCandidate
-from lifecycle.vocabulary import TokenBytes, token_bytes, token_display
+from lifecycle.stages.generation import ALTERNATIVES, TOP_LOGPROBS, GenerationStep, TokenLogprob
+from lifecycle.stages.sampling import TokenCandidate
+from lifecycle.stages.vocabulary import TokenBytes, token_bytes, token_display
 
 URL_ENV, KEY_ENV, MODEL_ENV = "LIFECYCLE_ENGINE_URL", "LIFECYCLE_ENGINE_KEY", "LIFECYCLE_ENGINE_MODEL"
 TIMEOUT_SECONDS = 300.0

@@ -19,7 +19,7 @@ from openai import _constants as sdk_constants
 from lifecycle.errors import LifecycleError
 from lifecycle.faults.gateway import PLAN_HEADER, Attempt, FaultyGateway
 from lifecycle.faults.plan import Fault, FaultPlan
-from lifecycle.server.demo import DemoGateway
+from lifecycle.api.demo import DemoGateway
 
 MAX_RETRIES = 6  # the most retries a visitor may ask for
 MIN_TIMEOUT, MAX_TIMEOUT = 0.1, 60.0  # seconds

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from lifecycle.faults.plan import PLAN_LIFETIME, Fault, FaultPlan
-from lifecycle.server.demo import DemoGateway
-from lifecycle.server.errors import error_envelope
-from lifecycle.server.exchange import new_request_id
+from lifecycle.api.demo import DemoGateway
+from lifecycle.api.errors import error_envelope
+from lifecycle.api.exchange import new_request_id
 
 PLAN_HEADER = "x-fault-plan"
 CHAT_PATH = "/v1/chat/completions"

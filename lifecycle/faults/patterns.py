@@ -14,7 +14,7 @@ from tenacity import retry, retry_if_result, stop_before_delay, wait_random_expo
 from lifecycle.faults.client import MIN_TIMEOUT, ClientRun, ClientSettings, new_traceparent, sdk_call
 from lifecycle.faults.gateway import FaultyGateway
 from lifecycle.faults.plan import FaultPlan
-from lifecycle.server.demo import DemoGateway
+from lifecycle.api.demo import DemoGateway
 
 RETRYABLE_STATUSES = (408, 409, 429)  # and every 5xx: what is worth sending again, here or elsewhere
 

@@ -6,9 +6,9 @@ import pytest
 from playwright.sync_api import expect
 
 from charts.handout import handout_document
-from lifecycle.forward import token_text
+from lifecycle.stages.forward_pass import token_text
 from lifecycle.journey import JourneyInput, run_journey
-from lifecycle.kv_cache import KVCacheShape
+from lifecycle.stages.kv_cache import KVCacheShape
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, main_text, open_page, wait_idle
 from ui.stages import PHASES
 

@@ -12,9 +12,9 @@ from bench.sessions import visit
 from tests.conftest import run_coroutine
 from lifecycle.engine.remote import RemoteEngine, remote_engine
 from lifecycle.errors import LifecycleError
-from lifecycle.server.calllog import CallLog, default_call_log_path
+from lifecycle.api.calllog import CallLog, default_call_log_path
 from lifecycle.journey import JourneyInput, prepare, run_journey
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.sampling import SamplingSettings
 from tests.browser.conftest import API_KEY_NAME
 
 pytestmark = pytest.mark.browser

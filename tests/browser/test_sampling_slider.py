@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser import SLIDER_LATENCY_FILE
-from lifecycle.sampling import KEPT, SamplingSettings, apply_sampling
+from lifecycle.stages.sampling import KEPT, SamplingSettings, apply_sampling
 from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import _outside, _overlap

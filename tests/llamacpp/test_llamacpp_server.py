@@ -20,9 +20,9 @@ import pytest
 from lifecycle.engine.remote import RemoteEngine
 from lifecycle.journey import JourneyInput, prepare
 from lifecycle.model import gguf_path
-from lifecycle.remote_gap import remote_first_step_gap
-from lifecycle.sampling import SamplingSettings
-from lifecycle.vocabulary import token_bytes
+from lifecycle.features.remote_gap import remote_first_step_gap
+from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.stages.vocabulary import token_bytes
 
 pytestmark = pytest.mark.llamacpp
 SERVER = Path(os.environ.get("LLAMACPP_SERVER", ".venv-llamacpp/bin/llama-server"))
@@ -97,8 +97,8 @@ def test_the_remote_engine_streams_it_into_steps_and_measures_the_gap(llama_serv
     assert "".join(step.delta for step in steps) == plain["choices"][0]["message"]["content"]
     assert all(step.token_id >= 0 for step in steps) and steps[-1].finished
     assert timings.get("prompt_tokens") == len(prepared.rendered.ids)
-    from lifecycle.forward import run_forward
-    from lifecycle.sampling import next_token_distribution
+    from lifecycle.stages.forward_pass import run_forward
+    from lifecycle.stages.sampling import next_token_distribution
 
     probs = next_token_distribution(run_forward(loaded, prepared.rendered.ids).last_logits, str).probs
     gap = remote_first_step_gap(steps[0].top_logprobs, probs, token_bytes(loaded).table,

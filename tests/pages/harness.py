@@ -25,11 +25,11 @@ import plotly.graph_objects as go
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from lifecycle.server import routes
-from lifecycle.server.calllog import default_call_log_path
-from lifecycle.server.config import ApiConfig
-from lifecycle.server.endpoints import ApiServer
-from lifecycle.serving import model_status, start_model_loading
+from lifecycle.api import routes
+from lifecycle.api.calllog import default_call_log_path
+from lifecycle.api.config import ApiConfig
+from lifecycle.api.endpoints import ApiServer
+from lifecycle.api.serving import model_status, start_model_loading
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest

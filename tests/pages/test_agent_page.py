@@ -4,15 +4,15 @@ import json
 
 import torch
 
-from lifecycle.context import render_messages
-from lifecycle.injection import CASES, InjectionSetup, leaking_ids, targets
+from lifecycle.stages.context_window import render_messages
+from lifecycle.features.injection import CASES, InjectionSetup, leaking_ids, targets
 from tests.pages.harness import plotly_figure
 
 SETTINGS = dict(temperature=0.0, max_tokens=8, seed=1)
 
 
 def test_the_agent_loop_shows_every_round_and_the_messages_growing(run_page, loaded):
-    from lifecycle.agent import engine_send, run_agent, run_tool, LOCAL_TOOLS
+    from lifecycle.features.agent import engine_send, run_agent, run_tool, LOCAL_TOOLS
 
     question = "What is 17 times 23?"
     app = run_page("agent", timeout=600, **(SETTINGS | {"prompt": question}))

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from charts.live_attention import decoded_triangles
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.forward import run_forward
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.forward_pass import run_forward
+from lifecycle.stages.vocabulary import show_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"
@@ -74,7 +74,7 @@ def test_long_prompt_shows_what_was_cut(run_page):
 
 
 def test_lesson_names_the_sink_and_the_strongest_look_back_of_this_prompt(run_page, loaded):
-    from lifecycle.forward import token_text
+    from lifecycle.stages.forward_pass import token_text
 
     app = run_page("attention", prompt=PROMPT, temperature=0, max_tokens=2)
     lesson = app.markdown[1].value.replace("\\", "")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lifecycle.context import CONTEXT_WINDOWS, Conversation, context_budget, render_prompt, truncate_oldest_turns
+from lifecycle.stages.context_window import CONTEXT_WINDOWS, Conversation, context_budget, render_prompt, truncate_oldest_turns
 from tests.pages.harness import run_page, texts
 
 PROMPT = "Why is the sky blue?"

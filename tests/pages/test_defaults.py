@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.generate import generate_steps
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.generation import generate_steps
+from lifecycle.stages.vocabulary import show_token
 from ui.frame import EMPTY_PROMPT
 from ui.settings import DEFAULT_PROMPT, WRONG_DRAW, JourneySettings
 

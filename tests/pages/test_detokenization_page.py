@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from lifecycle.detokenize import detokenize
-from lifecycle.tokenize import encode_plain
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.detokenization import detokenize
+from lifecycle.stages.tokenization import encode_plain
+from lifecycle.stages.vocabulary import show_token
 
 PROMPT = "Say hi."
 MAX_TOKENS = 3
@@ -62,10 +62,10 @@ def test_split_character_example_shows_held_back_bytes(page, loaded):
 
 
 def test_lesson_counts_ids_bytes_characters_and_usage_of_this_answer(page, loaded):
-    from lifecycle.context import Conversation, render_prompt
-    from lifecycle.generate import generate
-    from lifecycle.sampling import SamplingSettings
-    from lifecycle.vocabulary import token_bytes
+    from lifecycle.stages.context_window import Conversation, render_prompt
+    from lifecycle.stages.generation import generate
+    from lifecycle.stages.sampling import SamplingSettings
+    from lifecycle.stages.vocabulary import token_bytes
 
     prompt_ids = render_prompt(Conversation(new_message=PROMPT)).ids
     generation = generate(loaded, prompt_ids, SamplingSettings(temperature=0.0), MAX_TOKENS)

@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.forward import cosine_similarity_matrix, embed_words, run_forward
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.forward_pass import cosine_similarity_matrix, embed_words, run_forward
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"

@@ -4,7 +4,7 @@ import time
 
 from lifecycle.journey import JourneyInput
 from lifecycle.results import shared_results
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.sampling import SamplingSettings
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Count slowly from one to forty, one number per line."

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from lifecycle.faults.plan import Fault
-from lifecycle.server.demo import DemoGateway
-from lifecycle.serving import model_status
+from lifecycle.api.demo import DemoGateway
+from lifecycle.api.serving import model_status
 from tests.pages.harness import plotly_figure, texts
 
 PROMPT = "Name a colour."

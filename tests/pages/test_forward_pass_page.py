@@ -6,10 +6,10 @@ import re
 import numpy as np
 import pytest
 
-from lifecycle.block import block_flow, open_block
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.forward import run_forward, token_text
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.block import block_flow, open_block
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.forward_pass import run_forward, token_text
+from lifecycle.stages.vocabulary import show_token
 
 from tests.pages.harness import browser_idle, component_sends, plotly_figure, run_page
 

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from lifecycle.server import routes
-from lifecycle.context import render_messages
-from lifecycle.server.calllog import CallLog
-from lifecycle.server.ratelimit import RateLimiter
+from lifecycle.api import routes
+from lifecycle.stages.context_window import render_messages
+from lifecycle.api.calllog import CallLog
+from lifecycle.api.ratelimit import RateLimiter
 
 PROMPT = "Name a colour."
 STEP = re.compile(r"\*\*(Auth|Rate limit|Routing|Queue|Logging)\*\*: (\w+)")

@@ -2,10 +2,10 @@
 
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.generate import generate
-from lifecycle.sampling import SamplingSettings
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.generation import generate
+from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.stages.vocabulary import show_token
 
 PROMPT = "Write a long poem about the sea."
 GREEDY = SamplingSettings(temperature=0.0, seed=42)  # the sidebar's other defaults: every filter off

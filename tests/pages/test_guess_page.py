@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.forward import run_forward, token_text
-from lifecycle.guess import points_for
-from lifecycle.sampling import next_token_distribution
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.forward_pass import run_forward, token_text
+from lifecycle.features.guess import points_for
+from lifecycle.stages.sampling import next_token_distribution
+from lifecycle.stages.vocabulary import show_token
 
 PROMPT = "Why is the sea salty?"
 SETTINGS = dict(prompt=PROMPT, temperature=0, max_tokens=2)

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.forward import run_forward, token_text
-from lifecycle.generate import generate
-from lifecycle.sampling import SamplingSettings, next_token_distribution
-from lifecycle.tokenize import tokenize
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.forward_pass import run_forward, token_text
+from lifecycle.stages.generation import generate
+from lifecycle.stages.sampling import SamplingSettings, next_token_distribution
+from lifecycle.stages.tokenization import tokenize
+from lifecycle.stages.vocabulary import show_token
 
 PROMPT = "Why is the sea salty?"
 MAX_TOKENS = 4

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from lifecycle.call_timeline import HANDOVER, SETUP, WAIT
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.tokenize import tokenize
+from lifecycle.features.call_timeline import HANDOVER, SETUP, WAIT
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.tokenization import tokenize
 from ui.stages import STAGES
 
 PROMPT = "Say hi."

@@ -5,10 +5,10 @@ import re
 import pytest
 import torch
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.generate import generate
-from lifecycle.kv_cache import KVCacheShape
-from lifecycle.sampling import SamplingSettings
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.generation import generate
+from lifecycle.stages.kv_cache import KVCacheShape
+from lifecycle.stages.sampling import SamplingSettings
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"

@@ -11,10 +11,10 @@ import openai
 import plotly.graph_objects as go
 import pytest
 
-from lifecycle.server.endpoints import ApiServer
-from lifecycle.serving import live_calls
-from lifecycle.stream import delta_content, event_data, frame_kind
-from lifecycle.vocabulary import show_token, token_bytes
+from lifecycle.api.endpoints import ApiServer
+from lifecycle.api.serving import live_calls
+from lifecycle.stages.streaming import delta_content, event_data, frame_kind
+from lifecycle.stages.vocabulary import show_token, token_bytes
 from tests.pages.harness import page_api, sdk_client, texts, wait_for_api
 from ui.text import ms
 

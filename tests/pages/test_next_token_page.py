@@ -4,10 +4,10 @@
 import numpy as np
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.forward import run_forward, token_text
-from lifecycle.sampling import next_token_distribution
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.forward_pass import run_forward, token_text
+from lifecycle.stages.sampling import next_token_distribution
+from lifecycle.stages.vocabulary import show_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "Why is the sea salty?"

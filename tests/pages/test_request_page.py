@@ -9,11 +9,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lifecycle.context import render_messages
-from lifecycle.sampling import SamplingSettings
-from lifecycle.request import chat_request
-from lifecycle.server.responses_request import as_responses_request
-from lifecycle.server.snippets import python_call
+from lifecycle.stages.context_window import render_messages
+from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.stages.request import chat_request
+from lifecycle.api.responses_request import as_responses_request
+from lifecycle.api.snippets import python_call
 from tests.pages.harness import texts
 
 RESENT_CHART = "resent_chart_open"  # views/request.py's expander key

@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.forward import run_forward
-from lifecycle.sampling import SamplingSettings, apply_sampling, choose_token
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.forward_pass import run_forward
+from lifecycle.stages.sampling import SamplingSettings, apply_sampling, choose_token
 from tests.pages.harness import component_sends, plotly_figure
 
 PROMPT = "The capital of France is"
@@ -129,7 +129,7 @@ def test_draws_are_real_seeded_choices(run_page, logits, prompt_ids):
 
 
 def test_api_stages_report_what_the_grammar_mask_and_logit_bias_did(run_page, loaded, logits, prompt_ids):
-    from lifecycle.tools import output_rules
+    from lifecycle.features.tools import output_rules
 
     app = run_page("sampling", **SETTINGS)
     rows = app.dataframe[0].value
@@ -167,8 +167,8 @@ def test_lesson_states_this_prompts_distribution_before_and_after(run_page, logi
 
 def test_bytes_of_split_characters_read_in_hex_and_are_explained(run_page, loaded):
     """Chinese starts with a token holding one byte of a character: written <0xE6>, never U+FFFD."""
-    from lifecycle.forward import token_text
-    from lifecycle.vocabulary import show_token
+    from lifecycle.stages.forward_pass import token_text
+    from lifecycle.stages.vocabulary import show_token
 
     prompt = "Translate to Chinese: cat"
     app = run_page("sampling", prompt=prompt, temperature=0.7, max_tokens=2)
@@ -185,7 +185,7 @@ def test_bytes_of_split_characters_read_in_hex_and_are_explained(run_page, loade
 
 
 def token_bytes_are_text(loaded, token_id: int) -> bool:
-    from lifecycle.vocabulary import token_bytes
+    from lifecycle.stages.vocabulary import token_bytes
 
     try:
         token_bytes(loaded).of(token_id).decode("utf-8")

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from lifecycle.context import Conversation, render_prompt
-from lifecycle.stream import delta_content, event_data, frame_kind
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.context_window import Conversation, render_prompt
+from lifecycle.stages.streaming import delta_content, event_data, frame_kind
+from lifecycle.stages.vocabulary import show_token
 
 PROMPT = "Say hi."
 MAX_TOKENS = 3
@@ -96,9 +96,9 @@ def test_lesson_counts_the_frames_drawn_in_the_table(page):
 
 
 def test_the_guardrail_ends_the_stream_before_a_blocked_phrase(loaded):
-    from lifecycle.context import render_messages
-    from lifecycle.generate import generate
-    from lifecycle.sampling import SamplingSettings
+    from lifecycle.stages.context_window import render_messages
+    from lifecycle.stages.generation import generate
+    from lifecycle.stages.sampling import SamplingSettings
     from tests.pages.harness import run_page
 
     question = "Write one sentence about the sea."

@@ -2,9 +2,9 @@
 
 import json
 
-from lifecycle.structured import follow_call
-from lifecycle.tools import output_rules
-from lifecycle.vocabulary import show_token
+from lifecycle.features.structured import follow_call
+from lifecycle.features.tools import output_rules
+from lifecycle.stages.vocabulary import show_token
 from tests.pages.harness import plotly_figure
 
 PROMPT = "What's the weather in Paris?"
@@ -15,7 +15,7 @@ def test_a_required_tool_call_is_followed_to_its_validated_arguments(run_page, l
     app = run_page("structured-output", **SETTINGS)
     assert not app.exception and not app.error
     rules = output_rules(tools=json.loads(app.text_area(key="structured_tools").value), tool_choice="required")
-    from lifecycle.sampling import SamplingSettings
+    from lifecycle.stages.sampling import SamplingSettings
 
     run = follow_call(loaded, [{"role": "user", "content": PROMPT}], rules, SamplingSettings(temperature=0.0, seed=1), 120)
     assert run.finish_reason == "tool_calls" and run.valid

@@ -8,9 +8,9 @@ import pytest
 
 from charts.tokenization import ENCODING_LABELS
 
-from lifecycle.context import render_messages
-from lifecycle.tokenize import ENCODINGS, tokenize
-from lifecycle.vocabulary import TOKEN_NOTATION, show_token
+from lifecycle.stages.context_window import render_messages
+from lifecycle.stages.tokenization import ENCODINGS, tokenize
+from lifecycle.stages.vocabulary import TOKEN_NOTATION, show_token
 from tests.pages.harness import run_page
 
 PROMPT = "Hi there 👋🏽\n\tcafé <|im_end|> <b>x</b>"

@@ -17,9 +17,9 @@ import time
 import numpy as np
 import pytest
 
-from lifecycle.call_timeline import LAST_FRAMES, WAIT
+from lifecycle.features.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
-from lifecycle.serving import model_status, start_model_loading
+from lifecycle.api.serving import model_status, start_model_loading
 from tests.pages.harness import plotly_figure, run_page
 from tests.pages.recompute import LONG_PROMPT, kv_bytes_per_token, next_token_probs, template_ids
 

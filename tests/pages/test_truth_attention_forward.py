@@ -3,7 +3,7 @@
 For two prompts the pages run under AppTest; this file recomputes what they state with a plain
 transformers forward pass of the loaded model (``output_attentions``, and its own forward hooks on the
 decoder layers, attention and MLP modules), the tokenizer's own ``apply_chat_template`` and arithmetic
-from the model's config: never the pages' helpers (lifecycle.forward, lifecycle.block, charts.live_*).
+from the model's config: never the pages' helpers (lifecycle.stages.forward_pass, lifecycle.stages.block, charts.live_*).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.vocabulary import show_token
 from tests.pages.harness import browser_idle, run_page
 from tests.pages.recompute import template_ids
 from tests.reference import reference_tokenizer

@@ -1,7 +1,7 @@
 """Every number the Detokenization page states, for two prompts, against an independent recomputation.
 
 The page runs under AppTest at temperature 0; this file recomputes what it states without
-lifecycle.detokenize, lifecycle.vocabulary or lifecycle.stream: the answer's ids with transformers' own
+lifecycle.stages.detokenization, lifecycle.stages.vocabulary or lifecycle.stages.streaming: the answer's ids with transformers' own
 greedy ``generate`` on the loaded model, each token's raw bytes from its byte-level token string through
 GPT-2's byte-to-character table (written out here), where a character is split by the UTF-8 lengths of
 the text's own characters, the text with the tokenizer's ``decode``, the prompt with its

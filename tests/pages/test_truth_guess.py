@@ -1,7 +1,7 @@
 """Every number the Guess page states, for two prompts and every round, against an independent recomputation.
 
 The page runs under AppTest and the game is played to its end: typed guesses and picked options. This file
-recomputes without lifecycle.guess or the page's cached distribution: each round's distribution with
+recomputes without lifecycle.features.guess or the page's cached distribution: each round's distribution with
 transformers' own forward pass of the loaded model on the tokenizer's own ``apply_chat_template``, a typed
 guess's readings with the tokenizer's ``encode`` (as typed, with a leading space, stripped; the best-ranked
 first token), every rank by counting higher probabilities, the points by the rule the lesson itself states,
@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.vocabulary import show_token
 from tests.pages.harness import plotly_figure, run_page
 from tests.pages.recompute import next_token_probs, rank_range, template_ids
 from tests.reference import reference_tokenizer

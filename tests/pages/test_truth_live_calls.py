@@ -1,8 +1,8 @@
 """Every number the Live calls page states about a call, for two prompts, against an independent recomputation.
 
 Each prompt is sent once, streamed with usage at temperature 0, by the official openai SDK to the real API
-in-process; the page then opens the call. This file recomputes without charts.live_calls, lifecycle.server or
-lifecycle.stream: the prompt's tokens with the tokenizer's own ``apply_chat_template`` (and which of them are
+in-process; the page then opens the call. This file recomputes without charts.live_calls, lifecycle.api or
+lifecycle.stages.streaming: the prompt's tokens with the tokenizer's own ``apply_chat_template`` (and which of them are
 special with its ``all_special_ids``), the answer with transformers' own greedy ``generate``, the window from
 the model's config, TTFT, the mean gap and tokens per second by arithmetic on the frames' arrival times, the
 SSE frames by parsing each ``data:`` line with ``json``, and the call log's counts by counting its table. The
@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from lifecycle.vocabulary import show_token
+from lifecycle.stages.vocabulary import show_token
 from tests.pages.harness import duration_ms, duration_rounding, page_api, run_page, sdk_client, texts, wait_for_api
 from tests.pages.recompute import LONG_PROMPT, finish_reason, template_ids, transformers_greedy
 from tests.reference import reference_tokenizer

@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from lifecycle.request import EXTENSIONS
+from lifecycle.stages.request import EXTENSIONS
 from tests.pages.harness import run_page
 from tests.pages.recompute import template_ids, transformers_greedy
 from tests.reference import reference_tokenizer

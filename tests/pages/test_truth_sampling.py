@@ -1,6 +1,6 @@
 """Every number the Sampling page states, for two prompts and three settings, against a recomputation.
 
-The page runs under AppTest; this file recomputes what it states without lifecycle.sampling or the
+The page runs under AppTest; this file recomputes what it states without lifecycle.stages.sampling or the
 page's charts: the logits with transformers' own forward pass of the loaded model on the prompt the
 tokenizer's ``apply_chat_template`` renders, and every later stage (logit bias, presence and frequency
 penalties, the repetition penalty, temperature, top-k, top-p, min-p, renormalisation, the entropy, the

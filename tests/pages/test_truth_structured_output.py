@@ -1,8 +1,8 @@
 """Every number the Structured output page states, for two prompts and both modes, against a recomputation.
 
 The page runs under AppTest at temperature 0, once asking for a tool call and once for JSON matching a
-schema. This file recomputes what it states without lifecycle.structured, lifecycle.tools or
-lifecycle.context: the prompt with the tokenizer's own ``apply_chat_template`` (the tool definitions'
+schema. This file recomputes what it states without lifecycle.features.structured, lifecycle.features.tools or
+lifecycle.stages.context_window: the prompt with the tokenizer's own ``apply_chat_template`` (the tool definitions'
 cost as the tokens they add to it), the generated ids from the mask chart's token labels through GPT-2's
 byte table and the tokenizer's vocabulary, the model's own favourite at every step with one transformers
 forward pass over the prompt and the answer, the text with ``tokenizer.decode``, the call or object with

