@@ -83,7 +83,7 @@ def test_the_apps_start_imports_no_http_client():
     """What ``streamlit run app.py`` imports before the model loads (the API's routes and the warm
     route) holds no HTTP client: httpx and what it pulls in (rich, pygments) cost ~0.1-0.4 s of a
     start that must stay under 3 s, and only a remote engine, a remote page or ``lifecycle warm`` uses it."""
-    script = ("import sys; import lifecycle.api.routes, ui.deployment, ui.warm; "
+    script = ("import sys; import lifecycle.api.routes, lifecycle.api.warm_route, ui.deployment, ui.settings; "
               "print(sorted(m for m in ('httpx', 'rich', 'pygments') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})

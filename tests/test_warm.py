@@ -20,10 +20,11 @@ SETTINGS = {"temperature": 0, "max_tokens": 3}
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    from ui.warm import warm_routes
+    from lifecycle.api.warm_route import warm_routes
+    from ui.settings import page_journey_input
 
     server = ApiServer(ApiConfig(keys={"teacher": KEY}, call_log=tmp_path_factory.mktemp("log") / "calls.sqlite3"))
-    return TestClient(Starlette(routes=warm_routes(server)))
+    return TestClient(Starlette(routes=warm_routes(server, page_journey_input)))
 
 
 def _warm(client, prompts, settings=SETTINGS, key=KEY):

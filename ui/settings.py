@@ -108,6 +108,12 @@ class JourneySettings:
         )
 
 
+def page_journey_input(settings: Mapping[str, object], prompt: str) -> JourneyInput:
+    """The journey input a page builds for ``prompt`` under ``settings`` (the sidebar's names, the
+    others at their defaults): what the warm route computes, so a warmed prompt is the page's own."""
+    return JourneySettings.from_sidebar(**settings, prompt=prompt).journey_input()
+
+
 _TURN_START = re.compile(r"^\s*(user|assistant)\s*:\s?(.*)$", re.IGNORECASE)
 
 

@@ -1,7 +1,8 @@
 """``POST /lifecycle/warm``: fill the pages' caches with a list of prompts (see lifecycle.api.warm).
 
 It sits next to the API routes and takes the same API keys. Each prompt becomes exactly the
-input a page builds from the sidebar (``JourneySettings.journey_input``), and every stage runs
+input a page builds from the sidebar: app.py hands the route the pages' own recipe
+(``ui.settings.page_journey_input``), so this module needs nothing of Streamlit. Every stage runs
 through the process-wide ``lifecycle.results`` the pages read, so a warmed prompt opens at once.
 Prompts run ``WARM_CONCURRENCY`` at a time: the engine batches them, and the class (or anyone
 already on a page) still gets its turn between them.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from starlette.requests import Request
@@ -19,6 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from lifecycle.errors import LifecycleError
+from lifecycle.journey import JourneyInput
 from lifecycle.model import shared_model
 from lifecycle.results import JourneyResults, shared_results
 from lifecycle.api.endpoints import ApiServer
@@ -26,19 +29,20 @@ from lifecycle.api.errors import error_envelope
 from lifecycle.api.keys import bearer_token, check_api_key
 from lifecycle.api.serving import model_status, start_model_loading
 from lifecycle.api.warm import WARM_PATH, parse_prompts, parse_settings
-from ui.settings import JourneySettings
 
 WARM_CONCURRENCY = 8
 MAX_BODY_BYTES = 4 * 1024 * 1024
 _workers = ThreadPoolExecutor(max_workers=WARM_CONCURRENCY, thread_name_prefix="warm")
+# A prompt and the body's settings (the sidebar's names) -> the journey input a page would build.
+PageInput = Callable[[Mapping[str, object], str], JourneyInput]
 
 
-def warm_routes(server: ApiServer) -> list[BaseRoute]:
-    """The warm route, authenticated with ``server``'s API keys."""
+def warm_routes(server: ApiServer, page_input: PageInput) -> list[BaseRoute]:
+    """The warm route, authenticated with ``server``'s API keys; ``page_input`` builds each prompt's input."""
 
     async def endpoint(request: Request) -> Response:
         try:
-            return await _warm(request, server)
+            return await _warm(request, server, page_input)
         except LifecycleError as error:
             status = 401 if error.code == "invalid_api_key" else 503 if error.code == "model_not_ready" else 400
             headers = {"retry-after": "2"} if status == 503 else {}
@@ -48,7 +52,7 @@ def warm_routes(server: ApiServer) -> list[BaseRoute]:
     return [Route(WARM_PATH, endpoint, methods=["POST"])]
 
 
-async def _warm(request: Request, server: ApiServer) -> Response:
+async def _warm(request: Request, server: ApiServer, page_input: PageInput) -> Response:
     decision = check_api_key(bearer_token(request.headers.get("authorization")), server.config.keys)
     if not decision.allowed:
         raise LifecycleError(decision.message, code="invalid_api_key")
@@ -63,7 +67,7 @@ async def _warm(request: Request, server: ApiServer) -> Response:
         raise LifecycleError("The body must be a JSON object with 'prompts'.", code="invalid_json")
     prompts = parse_prompts(payload.get("prompts"))
     settings = parse_settings(payload.get("settings"))
-    inputs = [JourneySettings.from_sidebar(**settings, prompt=p).journey_input() for p in prompts]
+    inputs = [page_input(settings, prompt) for prompt in prompts]
     status = model_status()
     if status.state != "ready":
         start_model_loading()
