@@ -230,9 +230,9 @@ def test_an_unauthenticated_upload_is_refused_before_its_body_is_read(strangers_
 def test_an_oversized_prompt_is_refused_before_tokenizing_and_still_pays(strangers_server, loaded, monkeypatch):
     server, url = strangers_server
     tokenized = []
-    import lifecycle.api.endpoints as endpoints
+    import lifecycle.api.budget as budget
 
-    monkeypatch.setattr(endpoints, "render_messages", lambda messages: tokenized.append(1))
+    monkeypatch.setattr(budget, "render_messages", lambda messages: tokenized.append(1))
     huge = {"model": loaded.name, "messages": [{"role": "user", "content": "x" * 900_000}], "max_tokens": 1}
     response = httpx.post(f"{url}/v1/chat/completions", json=huge, headers={"Authorization": f"Bearer {KEY}"})
     assert response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"

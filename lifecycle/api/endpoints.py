@@ -1,8 +1,8 @@
 """The endpoints of the OpenAI-compatible API, with their gateway state (keys, rate limiter, call log).
 
-A call goes through the same stages the app shows: body limits and JSON parsing, the gateway
-(API key, rate limit, routing), request validation, the chat template and context budget, the
-one-at-a-time model queue, then a worker that generates. Every call, refused ones included, lands
+A call goes through the same stages the app shows: the API key, body limits and JSON parsing with
+the model's routing (lifecycle.api.body), request validation, the chat template and context budget
+(lifecycle.api.budget), the rate limit, admission to the engine, then a worker that generates. Every call, refused ones included, lands
 in the SQLite call log with its journey. Errors always use OpenAI's envelope and every response
 carries ``x-request-id``.
 """
@@ -10,20 +10,19 @@ carries ``x-request-id``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Callable
 from collections import Counter
-from dataclasses import asdict
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lifecycle.stages.context_window import TOOLS, context_budget, render_messages
 from lifecycle.errors import LifecycleError
 from lifecycle.model import LoadedModel, shared_model
-from lifecycle.stages.request import DEFAULT_MAX_TOKENS, ChatRequest, check_token_ids, validate_request
+from lifecycle.stages.request import ChatRequest
+from lifecycle.api.body import parse_body, read_body
+from lifecycle.api.budget import context_length_error, least_prompt_tokens, prompt_budget
 from lifecycle.api.calllog import CallLog
 from lifecycle.api.config import ApiConfig
 from lifecycle.api.errors import ApiError
@@ -31,17 +30,13 @@ from lifecycle.api.exchange import Exchange, new_request_id
 from lifecycle.stages.json_fields import shown
 from lifecycle.api.keys import bearer_token, check_api_key
 from lifecycle.api.ratelimit import RateLimiter
-from lifecycle.api.model_routing import route
 from lifecycle.api.response_store import ResponseStore
 from lifecycle.api.responses_request import ResponsesRequest, validate_responses_request
 from lifecycle.api.responses_worker import ResponsesJob
 from lifecycle.api.worker import CancellingStream, GenerationJob
 from lifecycle.api.tracing import TRACEPARENT, accepted_traceparent
-from lifecycle.stages.vocabulary import token_bytes
 from lifecycle.api.serving import LiveCall, QueueFull, model_queue, model_status, start_model_loading
 
-# The journey keeps at most this much of a raw body (a 1 MiB prompt is counted, not copied).
-_JOURNEY_BODY_CHARS = 64 * 1024
 _SAFE_HEADERS = ("content-type", "content-length", "user-agent", "accept", "x-stainless-lang",
                  "x-stainless-package-version", "x-stainless-retry-count")
 _log = logging.getLogger(__name__)
@@ -143,8 +138,8 @@ class ApiServer:
         _only(request, "POST")
         self._authenticate(request, exchange)  # before the body is read: strangers leave nothing behind
         exchange.journey["request"]["headers"] = _shown_headers(request)
-        body = await self._read_body(request, exchange)
-        chat = self._parse(request, body, exchange)
+        body = await read_body(request, exchange, self.config.max_body_bytes, self.config.body_seconds)
+        chat = parse_body(request, body, exchange, [model_status().name])
         return await self._serve(request, exchange, chat, GenerationJob)
 
     async def responses(self, request: Request, exchange: Exchange) -> Response:
@@ -153,8 +148,8 @@ class ApiServer:
         _only(request, "POST")
         self._authenticate(request, exchange)  # before the body is read, as for chat completions
         exchange.journey["request"]["headers"] = _shown_headers(request)
-        body = await self._read_body(request, exchange)
-        wanted = self._parse(request, body, exchange, validate_responses_request)
+        body = await read_body(request, exchange, self.config.max_body_bytes, self.config.body_seconds)
+        wanted = parse_body(request, body, exchange, [model_status().name], validate_responses_request)
         history = self._history(wanted, exchange)
         try:
             chat = wanted.to_chat(history)
@@ -181,16 +176,16 @@ class ApiServer:
     async def _serve(self, request: Request, exchange: Exchange, chat: ChatRequest, job_class: Callable) -> Response:
         """Budget, rate limit, queue, then a worker thread that generates and answers."""
         loaded = self._ready_model(exchange)
-        least = _least_prompt_tokens(chat, loaded)
+        least = least_prompt_tokens(chat, loaded)
         # A prompt that can never fit the window is a 400 whatever the key's budget says (a 429 would
         # make the SDKs wait and retry in vain); it is still charged when the budget holds its cost.
         if least > loaded.context_window:  # refused without tokenizing a huge prompt
             limits = self._charge(exchange, least + (chat.max_tokens or 1))
-            raise _context_length_error(loaded.context_window, f"at least {least}", chat.max_tokens or 1, limits)
-        prompt_ids, max_tokens, budget = await self._budget(chat, loaded, exchange)
+            raise context_length_error(loaded.context_window, f"at least {least}", chat.max_tokens or 1, limits)
+        prompt_ids, max_tokens, budget = await prompt_budget(chat, loaded, exchange)
         cost = len(prompt_ids) + max_tokens * chat.n
         if not budget.fits:
-            raise _context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens,
+            raise context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens,
                                         self._charge(exchange, cost))
         limits = self._rate_limit(exchange, cost)
         call = LiveCall(exchange.id, exchange.key_name, chat.model, chat.stream, len(prompt_ids), max_tokens)
@@ -213,41 +208,7 @@ class ApiServer:
             return self._finish(exchange, JSONResponse(error.body, error.status, headers=error.headers or None))
         return self._finish(exchange, JSONResponse(body, headers=limits))
 
-    # --- stages --------------------------------------------------------------------------------
-
-    async def _read_body(self, request: Request, exchange: Exchange) -> bytes:
-        limit = self.config.max_body_bytes
-        too_large = ApiError(413, f"The request body is larger than the limit of {limit} bytes.",
-                             code="request_too_large")
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            exchange.journey["request"]["body"] = f"<{declared} bytes, not read>"
-            raise too_large
-        chunks, size = [], 0
-
-        async def read() -> None:
-            nonlocal size
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    exchange.journey["request"]["body"] = f"<more than {limit} bytes, not read>"
-                    raise too_large
-                chunks.append(chunk)
-
-        try:  # one deadline for the whole body: a client trickling bytes cannot hold a worker
-            await asyncio.wait_for(read(), self.config.body_seconds)
-        except ClientDisconnect as gone:
-            raise ApiError(400, "The client disconnected while sending the body.", code="client_disconnected",
-                           outcome="cancelled") from gone
-        except TimeoutError as slow:
-            exchange.journey["request"]["body"] = f"<{size} bytes received in {self.config.body_seconds:g} s>"
-            raise ApiError(408, f"The request body did not arrive within {self.config.body_seconds:g} s.",
-                           code="request_timeout", outcome="cancelled") from slow
-        body = b"".join(chunks)
-        text = body.decode("utf-8", errors="replace")
-        exchange.journey["request"]["body"] = text[:_JOURNEY_BODY_CHARS]
-        exchange.journey["request"]["body_bytes"] = len(body)
-        return body
+    # --- the gateway ---------------------------------------------------------------------------
 
     def _authenticate(self, request: Request, exchange: Exchange) -> str:
         """The key check. A refused caller is rate-limited by address (429 once its bucket is empty)."""
@@ -264,30 +225,6 @@ class ApiServer:
         exchange.step("auth", "passed", decision.message, decision.status)
         return decision.key_name
 
-    def _parse(self, request: Request, body: bytes, exchange: Exchange, validate: Callable = validate_request):
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media_type != "application/json":
-            raise ApiError(400, f"Expected 'Content-Type: application/json', got {media_type or 'none'!r}.",
-                           code="invalid_content_type")
-        try:
-            payload = json.loads(body)
-        except (ValueError, RecursionError) as error:
-            detail = error.msg if isinstance(error, json.JSONDecodeError) else "not valid JSON"
-            raise ApiError(400, f"The request body is not valid JSON: {detail}.", code="invalid_json") from error
-        status = model_status()
-        try:
-            chat = validate(payload, known_models=[status.name])
-        except LifecycleError as error:
-            if error.code == "model_not_found":
-                decision = route(payload.get("model"), [status.name])
-                exchange.step("routing", "refused", decision.message, 404)
-                raise ApiError(404, decision.message, param="model", code="model_not_found") from error
-            raise ApiError(400, error.message, param=error.param, code=error.code) from error
-        exchange.model = chat.model
-        exchange.step("routing", "passed", route(chat.model, [status.name]).message, 200)
-        exchange.journey["request"]["validated"] = chat.to_payload()
-        return chat
-
     def _ready_model(self, exchange: Exchange) -> LoadedModel:
         status = model_status()
         if status.state != "ready":
@@ -298,24 +235,6 @@ class ApiServer:
             raise ApiError(503, message, type="server_error", code="model_not_ready", outcome="error",
                            headers={"retry-after": "2"})
         return shared_model()
-
-    async def _budget(self, chat: ChatRequest, loaded: LoadedModel, exchange: Exchange):
-        """(prompt ids, max_tokens, context budget) of a prompt already known to be of a bounded size."""
-        try:
-            check_token_ids(chat, loaded.vocab_size)
-            prompt = await asyncio.to_thread(render_messages, chat.messages, chat.output.definitions())
-        except LifecycleError as error:
-            raise ApiError(400, error.message, param=error.param, code=error.code) from error
-        window = loaded.context_window
-        _refuse_unfit_tools(prompt, window, chat.max_tokens or 1)
-        free = window - len(prompt.ids)
-        max_tokens = chat.max_tokens or max(1, min(DEFAULT_MAX_TOKENS, free))
-        budget = context_budget(prompt, window, max_tokens)
-        exchange.prompt_tokens = budget.prompt_tokens
-        exchange.journey["tokens"] = {"prompt_tokens": budget.prompt_tokens, "ids": prompt.ids[:2048],
-                                      "special_positions": prompt.special_positions[:512]}
-        exchange.journey["context"] = {**asdict(budget), "max_tokens_defaulted": chat.max_tokens is None}
-        return prompt.ids, max_tokens, budget
 
     def _rate_limit(self, exchange: Exchange, tokens: int) -> dict[str, str]:
         """Admit the call's cost or refuse it: 429 when waiting refills enough, 400 when no wait can."""
@@ -338,52 +257,6 @@ class ApiServer:
 
 def _model_object(name: str) -> dict:
     return {"id": name, "object": "model", "created": 0, "owned_by": "local"}
-
-
-def _context_length_error(window: int, prompt_tokens: int | str, max_tokens: int,
-                          headers: dict[str, str]) -> ApiError:
-    total = prompt_tokens + max_tokens if isinstance(prompt_tokens, int) else f"more than {window}"
-    # OpenAI's wording for a prompt that alone leaves no room: client libraries classify the error by
-    # its text (langchain-openai's ContextOverflowError reads "Input tokens exceed the configured limit",
-    # the openai SDKs put only the message in the exception's text, never the code).
-    overflow = not isinstance(prompt_tokens, int) or prompt_tokens >= window
-    lead = f"Input tokens exceed the configured limit of {window} tokens. " if overflow else ""
-    return ApiError(
-        400,
-        f"{lead}This model's maximum context length is {window} tokens. However, you requested {total} tokens "
-        f"({prompt_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of "
-        "the messages or completion.",
-        param="messages", code="context_length_exceeded", headers=headers,
-    )
-
-
-def _least_prompt_tokens(chat: ChatRequest, loaded: LoadedModel) -> int:
-    """A lower bound of the prompt's tokens, without tokenizing: no token spans more bytes than the
-    vocabulary's longest, so the messages need at least their bytes / that many tokens."""
-    return -(-_content_bytes(chat.messages) // token_bytes(loaded).longest)
-
-
-def _refuse_unfit_tools(prompt, window: int, max_tokens: int) -> None:
-    """Tool definitions that alone leave no room for the messages and the answer: 400 naming tools."""
-    tools = sum(segment.tokens for segment in prompt.segments if segment.name == TOOLS)
-    if tools and window - tools < max_tokens + 1:
-        raise ApiError(
-            400,
-            f"The tool definitions take {tools} tokens of the {window}-token context window, leaving no room for "
-            f"the messages and {max_tokens} completion tokens. Send fewer or shorter tools.",
-            param="tools", code="context_length_exceeded",
-        )
-
-
-def _content_bytes(messages: list[dict]) -> int:
-    total = 0
-    for message in messages:
-        content = message.get("content")
-        parts = content if isinstance(content, list) else [content]
-        for part in parts:
-            text = part.get("text") if isinstance(part, dict) else part
-            total += len(text.encode("utf-8", "replace")) if isinstance(text, str) else 0
-    return total
 
 
 def _only(request: Request, method: str) -> None:
