@@ -28,7 +28,7 @@ def _phase(stage: str) -> str:
     return "Inside the model"
 
 
-def _bars(spans) -> tuple[list[tuple[str, float]], list[str], int]:
+def journey_bars(spans) -> tuple[list[tuple[str, float]], list[str], int]:
     """(label, seconds) bars of the call in order, their phases, and how many decode steps were folded into one bar."""
     shown = [t for t in spans if not (t.stage.startswith("decode ") and int(t.stage.split()[1]) > DECODE_BARS)]
     folded = [t.seconds for t in spans if t not in shown]
@@ -41,7 +41,7 @@ def _bars(spans) -> tuple[list[tuple[str, float]], list[str], int]:
     return bars, phases, len(folded)
 
 
-def _stage_lines(journey, model) -> dict[str, str]:
+def stage_lines(journey, model) -> dict[str, str]:
     """One line per page with this run's own figure."""
     time = {t.stage: t.seconds for t in journey.timings}
     generation, metrics = journey.generation, journey.stream_metrics
@@ -128,7 +128,7 @@ def render() -> None:
             f"tokens; loaded in {model.load_seconds:.1f} s on CPU."
         )
 
-    lines = _stage_lines(journey, model) if journey is not None else {}
+    lines = stage_lines(journey, model) if journey is not None else {}
     phases = list(PHASES.items())
     # The journey's three phases side by side, then the class's and the caller's own pages: five columns
     # leave a 1024 px projector with the sidebar open ~100 px a column, too narrow for a stage's name.
@@ -143,7 +143,7 @@ def render() -> None:
     if journey is not None:
         _small_model_note(model)  # after the map, so the map is the first screen on a projector
         st.subheader("Where the latency lives", anchor=False)
-        bars, phases, folded = _bars(journey.call)
+        bars, phases, folded = journey_bars(journey.call)
         st.plotly_chart(latency_waterfall(bars, phases), key="waterfall", theme=None)
         if folded:
             st.caption(f"Decode steps {DECODE_BARS + 1}–{DECODE_BARS + folded} ({folded} steps) are drawn as one bar.")
