@@ -30,6 +30,7 @@ if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("LIFECYCLE_TORCH
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
 
 
+@pytest.hookimpl(optionalhook=True)  # without xdist (-p no:xdist) pytest would refuse an unknown hook
 def pytest_xdist_make_scheduler(config, log):
     """Whole modules go to one worker (their module-scoped fixtures, e.g. a page run many tests read, are
     computed once), except browser tests, which share only session fixtures (the worker's app server and
