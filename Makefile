@@ -95,7 +95,7 @@ cloud-check: install-dev browser
 # make test. LLAMACPP_JOBS=2 builds on two cores.
 remote-check: install-dev
 	PYTHON=$(PYTHON) deploy/llamacpp_build.sh .venv-llamacpp
-	$(OFFLINE) $(PY) -m pytest tests/llamacpp -m llamacpp -s
+	$(OFFLINE) $(PY) -m pytest tests/llamacpp -m llamacpp -s -n 0
 
 clean:
 	rm -rf $(VENV) .venv312 .venv-llamacpp .pytest_cache $(NODE_CLIENT)/node_modules

@@ -7,13 +7,48 @@ from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# Calls made by tests (the API, the app's own runs) go to a throwaway log, not the user's.
-os.environ.setdefault("LIFECYCLE_CALL_LOG", os.path.join(tempfile.mkdtemp(prefix="lifecycle-tests-"), "calls.sqlite3"))
+# Calls made by tests (the API, the app's own runs) go to a throwaway log, not the user's. Under
+# pytest-xdist (pytest.ini runs two workers) each worker process gets a log of its own: the one the
+# controller made is inherited by both, and a page counting its calls must not see the other worker's.
+_OWN_LOG = "LIFECYCLE_TESTS_OWN_CALL_LOG"
+if "LIFECYCLE_CALL_LOG" not in os.environ or (os.environ.get(_OWN_LOG) and os.environ.get("PYTEST_XDIST_WORKER")):
+    os.environ[_OWN_LOG] = "1"
+    os.environ["LIFECYCLE_CALL_LOG"] = os.path.join(tempfile.mkdtemp(prefix="lifecycle-tests-"), "calls.sqlite3")
 
 import numpy as np
 import pytest
 
 from lifecycle.model import LoadedModel, shared_model
+
+# The two xdist workers share the machine's cores: each runs PyTorch on its share, or their OpenMP
+# threads wait on each other (see lifecycle/model.py's _set_torch_threads). The app servers the browser
+# tests start are not affected (they set their own, as `make run` does).
+if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("LIFECYCLE_TORCH_THREADS"):
+    import torch
+
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
+
+
+@pytest.hookimpl(optionalhook=True)  # without xdist (-p no:xdist) pytest would refuse an unknown hook
+def pytest_xdist_make_scheduler(config, log):
+    """Whole modules go to one worker (their module-scoped fixtures, e.g. a page run many tests read, are
+    computed once), except browser tests, which share only session fixtures (the worker's app server and
+    chromium) and go one by one, so the long browser modules spread over both workers."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndBrowserTests(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if module.startswith("tests/browser/") and module not in BROWSER_MODULES_KEPT_TOGETHER:
+                return nodeid
+            return module
+
+    return ModulesAndBrowserTests(config, log)
+
+
+# Browser modules with a module-scoped fixture (built once per worker that runs the module's tests).
+BROWSER_MODULES_KEPT_TOGETHER = {"tests/browser/test_handout.py"}
 
 
 @pytest.fixture(scope="session")
