@@ -59,8 +59,7 @@ def streamlit_page(page: StagePage) -> st.Page:
     def render() -> None:
         import_module(page.view).render()
 
-    home = page is HOME
-    return st.Page(render, title=page.title, icon=page.icon, url_path=page.url_path or "home", default=home)
+    return st.Page(render, title=page.title, icon=page.icon, url_path=page.route, default=page is HOME)
 
 
 def run_app() -> None:

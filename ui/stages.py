@@ -15,9 +15,14 @@ class StagePage:
     summary: str
 
     @property
+    def route(self) -> str:
+        """The page's URL path as Streamlit registers it: home is served at "/" and at "/home"."""
+        return self.url_path or "home"
+
+    @property
     def view(self) -> str:
         """The module in views/ whose ``render()`` draws this page, named like the URL."""
-        return "views." + (self.url_path or "home").replace("-", "_")
+        return "views." + self.route.replace("-", "_")
 
 
 HOME = StagePage(

@@ -60,7 +60,7 @@ def open_page(app: AppTest, url_path: str) -> AppTest:
 
     The pages are functions (``st.Page(render)``), and ``AppTest.switch_page`` finds only pages that are
     files. Streamlit knows a page by the hash of its URL path, and that is what this sets."""
-    app._page_hash = calc_hash(stage(url_path).url_path or "home")
+    app._page_hash = calc_hash(stage(url_path).route)
     return app
 
 
