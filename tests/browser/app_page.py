@@ -19,7 +19,24 @@ CHARTS_DRAWN = (
     ".every(chart => chart.querySelector('.main-svg'))"
 )
 SETTLE_MS = 300  # the layout counts as settled once nothing in it moved for this long
-RERUN_GRACE_MS = 400  # a widget bound to the URL may start one more run right after the first
+# A widget bound to the URL may start one more run right after the first (seen after a sidebar click): the
+# page counts as idle once its script state has stayed "notRunning" this long, a follow-up run included
+# (or after IDLE_AT_MOST_MS of runs: Live calls' engine panel reruns itself every second).
+IDLE_FOR_MS = 200
+IDLE_AT_MOST_MS = 10_000
+IDLE_FOR = """([ms, atMostMs]) => new Promise(resolve => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    let timer = null;
+    const done = () => { observer.disconnect(); clearTimeout(timer); clearTimeout(cap); resolve(true); };
+    const observer = new MutationObserver(() => arm());
+    const arm = () => {
+        clearTimeout(timer);
+        if (app.getAttribute('data-test-script-state') === 'notRunning') timer = setTimeout(done, ms);
+    };
+    const cap = setTimeout(done, atMostMs);
+    observer.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+    arm();
+})"""
 STILL_AT_MOST_MS = 10_000  # a page that redraws itself all the time (Live calls' engine panel) is shot anyway
 # Resolves once the page's height and width, and every chart's drawn size, stayed the same for SETTLE_MS
 # (looked at every 100 ms), or after STILL_AT_MOST_MS: after a resize the frontend re-lays out every
@@ -51,7 +68,7 @@ def wait_idle(page: Page) -> None:
     # expect() has its own 5 s default, not the context's: a page on a busy machine takes longer.
     expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     page.wait_for_selector(IDLE_APP)
-    page.wait_for_timeout(RERUN_GRACE_MS)
+    page.evaluate(IDLE_FOR, [IDLE_FOR_MS, IDLE_AT_MOST_MS])
     page.wait_for_selector(IDLE_APP)
 
 

@@ -1,24 +1,27 @@
-"""Every page looked at in a real browser at a laptop, a projector and a phone size: screenshots for a
-person to open, and DOM checks that no chart label overlaps another or leaves its chart, that no
-table cuts a column, and that no link label or heading word is cut. Presenter mode puts a chart on the first screen of a 1024x768 projector."""
+"""Every page opened by a deep link in a real browser and looked at at a laptop, a projector and a phone
+size: screenshots for a person to open, and DOM checks that no chart label overlaps another or leaves its
+chart, that no table cuts a column, that no link label or heading word is cut, and that a model stage leads
+with its picture. Presenter mode puts a chart on the first screen of a 1024x768 projector."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Page, expect
 
-from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, open_page, wait_idle, wait_still
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, main_text, open_page, wait_idle, wait_still
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import chart_text_problems, cut_text_problems, first_top, table_problems, wait_for_visual
-from ui.stages import HOME, PHASES, STAGES, neighbours
+from ui.frame import APP_TITLE
+from ui.stages import HOME, PHASES, STAGES, StagePage, neighbours
 
 pytestmark = pytest.mark.browser
 
 SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}  # widest first: one page resized
 PAGES = [HOME, *STAGES]
 PAGE_IDS = [page.url_path or "home" for page in PAGES]
+PROMPT = "Why do cats purr? Answer briefly."  # not the default: every page must carry the link's prompt
 # Each page's main visual, which presenter mode must bring onto the first screen of a projector: the
 # first Plotly chart, except where the page's main content is something else.
 CHART = '[data-testid="stPlotlyChart"]'
@@ -50,29 +53,53 @@ MAX_SCREENS = 5  # page height at 1024x768
 
 
 @pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
-def test_every_page_is_legible(app_url, browser, screenshots, stage):
-    """The page opened once at the widest size, then resized to each of the others (the frontend lays
-    out again: columns stack, charts redraw, the sidebar closes on a phone), with every check at each."""
+def test_every_page_opens_by_deep_link_and_is_legible(app_url, browser, screenshots, stage):
+    """The page opened once by a deep link carrying a prompt, at the widest size, then resized to each of the
+    others (the frontend lays out again: columns stack, charts redraw, the sidebar closes on a phone), with
+    every check at each. A model-stage page must also start its main visual on the first screen at the
+    laptop's and the projector's size, and stay within MAX_SCREENS of the projector's height."""
     width, height = SIZES["laptop"]
     context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(PAGE_TIMEOUT_MS)
     problems: dict[str, list[str]] = {}
     try:
         page = context.new_page()
-        open_page(page, app_url, stage.url_path)
+        open_page(page, app_url, stage.url_path, prompt=PROMPT)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        title = APP_TITLE if stage is HOME else stage.title
+        assert page.get_by_test_id("stMainBlockContainer").locator("h1").first.inner_text() == title
+        assert PROMPT in main_text(page)
         for size, (width, height) in SIZES.items():
             page.set_viewport_size({"width": width, "height": height})
             wait_idle(page)
             expect(page.locator(EXCEPTION)).to_have_count(0)
+            found = _lead_problems(page, stage, size) if stage in MODEL_STAGES and size in FIRST_SCREEN_SIZES else []
             folder = screenshots / size
             folder.mkdir(exist_ok=True)
             full_screenshot(page, folder / f"{stage.url_path or 'home'}.png")
-            found = chart_text_problems(page) + table_problems(page) + cut_text_problems(page)
+            found += chart_text_problems(page) + table_problems(page) + cut_text_problems(page)
             if found:
                 problems[size] = found
     finally:
         context.close()
     assert problems == {}
+
+
+def _lead_problems(page: Page, stage: StagePage, size: str) -> list[str]:
+    """At this window size: the main visual starts on the first screen; at the projector's, the page is at most
+    MAX_SCREENS tall."""
+    found = []
+    height = SIZES[size][1]
+    page.wait_for_function(CHARTS_DRAWN)
+    wait_for_visual(page, MAIN_VISUAL.get(stage.url_path, CHART))
+    wait_still(page)
+    top = first_top(page, MAIN_VISUAL.get(stage.url_path, CHART))
+    if top is None or top + MIN_SHOWN_PX > height:
+        found.append(f"the main visual starts at {top} px of {height}")
+    tall = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    if size == "projector" and tall > MAX_SCREENS * height:
+        found.append(f"the page is {tall / height:.1f} screens tall")
+    return found
 
 
 @pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
@@ -149,30 +176,3 @@ def test_the_request_page_opens_without_plotly_and_draws_its_chart_when_asked(ap
     wait_still(page)
     assert chart_text_problems(page) == []
     main.get_by_test_id("stPlotlyChart").first.screenshot(path=screenshots / "request-resent-chart.png")
-
-
-@pytest.mark.parametrize("stage", MODEL_STAGES, ids=[stage.url_path for stage in MODEL_STAGES])
-def test_every_model_stage_leads_with_its_picture_in_normal_mode(app_url, browser, stage):
-    """Opened once at a laptop's size, then resized to a projector's: the main visual starts on the first
-    screen at both, and the page stays within MAX_SCREENS of the projector's height."""
-    context = browser.new_context(viewport={"width": SIZES["laptop"][0], "height": SIZES["laptop"][1]})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
-    found: dict[str, str] = {}
-    try:
-        page = context.new_page()
-        open_page(page, app_url, stage.url_path)
-        page.wait_for_function(CHARTS_DRAWN)
-        wait_for_visual(page, MAIN_VISUAL.get(stage.url_path, CHART))
-        for size in FIRST_SCREEN_SIZES:
-            width, height = SIZES[size]
-            page.set_viewport_size({"width": width, "height": height})
-            wait_still(page)
-            top = first_top(page, MAIN_VISUAL.get(stage.url_path, CHART))
-            if top is None or top + MIN_SHOWN_PX > height:
-                found[size] = f"the main visual starts at {top} px of {height}"
-            tall = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-            if size == "projector" and tall > MAX_SCREENS * height:
-                found["height"] = f"the page is {tall / height:.1f} screens tall"
-    finally:
-        context.close()
-    assert found == {}
