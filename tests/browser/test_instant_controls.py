@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser_timings import INSTANT_CONTROLS_FILE, STEPS_FILLED
-from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
+from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle, wait_still
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import _outside, _overlap
 
@@ -118,9 +118,10 @@ def _measure(page, url_path: str, controls: list[str]) -> dict:
     return measured
 
 
-def _open_time(browser, app_url: str, url_path: str) -> float:
+def _open_time(browser, app_url: str, url_path: str) -> tuple[float, int]:
     """Seconds from navigation to the component drawn and the script idle, for a prompt already computed
-    (the median of ``OPENS`` opens in fresh sessions)."""
+    (the median of ``OPENS`` opens in fresh sessions), and the characters of the JSON the page sent its
+    component."""
     times = []
     for _ in range(OPENS):
         context = browser.new_context(viewport={"width": 1366, "height": 900})
@@ -131,9 +132,10 @@ def _open_time(browser, app_url: str, url_path: str) -> float:
             open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
             page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
             times.append(time.perf_counter() - started)
+            payload = page.locator(LIVE[url_path]).evaluate("root => JSON.stringify(root.liveData).length")
         finally:
             context.close()
-    return round(statistics.median(times), 2)
+    return round(statistics.median(times), 2), payload
 
 
 def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, browser, page, screenshots):
@@ -162,8 +164,8 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
     record = {
         "controls": {f"attention.{k}": v for k, v in attention.items()}
         | {f"forward-pass.{k}": v for k, v in forward.items()},
-        "open_s": opens,
-        "payload_kib": {url_path: round(_payload(browser, app_url, url_path) / 1024, 1) for url_path in LIVE},
+        "open_s": {url_path: seconds for url_path, (seconds, _) in opens.items()},
+        "payload_kib": {url_path: round(payload / 1024, 1) for url_path, (_, payload) in opens.items()},
         "measures": "control input event to the next animation frame after the component updated its SVG "
                     "(median of the steps); page open: navigation to the component drawn and the script idle, "
                     f"median of {OPENS} fresh sessions, prompt already computed",
@@ -173,39 +175,36 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
     assert all(v["median_ms"] > 0 for v in record["controls"].values())
 
 
-def _payload(browser, app_url: str, url_path: str) -> int:
-    """Characters of the JSON the page sends its component (the default prompt)."""
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
-    try:
-        page = context.new_page()
-        open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
-        return page.locator(LIVE[url_path]).evaluate("root => JSON.stringify(root.liveData).length")
-    finally:
-        context.close()
-
-
-@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("url_path", LIVE)
-def test_the_live_figure_leads_the_page_and_is_legible(app_url, browser, screenshots, size, url_path):
-    width, height = SIZES[size]
+def test_the_live_figure_leads_the_page_and_is_legible(app_url, browser, screenshots, url_path):
+    """Opened once at the widest size, then resized to each of the others, with every check at each."""
+    width, height = SIZES["laptop"]
     context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(PAGE_TIMEOUT_MS)
+    problems: dict[str, list[str]] = {}
     try:
         page = context.new_page()
         _open(page, app_url, url_path)
-        expect(page.locator(EXCEPTION)).to_have_count(0)
         live = page.locator(LIVE[url_path])
         page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
-        assert _problems(page, LIVE[url_path]) == []
-        folder = screenshots / size
-        folder.mkdir(exist_ok=True)
-        page.screenshot(path=folder / f"{url_path}-first-screen.png")
-        top = live.locator("svg").first.bounding_box()["y"]
-        if size != "phone":  # the main figure starts on the first screen of a laptop and a projector
-            assert top + 100 <= height, f"the live figure starts at {top} px"
-        tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight") / height
-        assert tall <= 5, f"the page is {tall:.1f} screens tall"
-        full_screenshot(page, folder / f"{url_path}-live.png")
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            wait_idle(page)
+            wait_still(page)  # the figure redraws for its new width (a ResizeObserver)
+            expect(page.locator(EXCEPTION)).to_have_count(0)
+            found = _problems(page, LIVE[url_path])
+            folder = screenshots / size
+            folder.mkdir(exist_ok=True)
+            page.screenshot(path=folder / f"{url_path}-first-screen.png")
+            top = live.locator("svg").first.bounding_box()["y"]
+            if size != "phone" and top + 100 > height:  # on the first screen of a laptop and a projector
+                found.append(f"the live figure starts at {top} px")
+            tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight") / height
+            if tall > 5:
+                found.append(f"the page is {tall:.1f} screens tall")
+            full_screenshot(page, folder / f"{url_path}-live.png")
+            if found:
+                problems[size] = found
     finally:
         context.close()
+    assert problems == {}

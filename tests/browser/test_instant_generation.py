@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser_timings import INSTANT_FILE
-from tests.browser.app_page import EXCEPTION, IDLE_APP, full_screenshot, wait_idle
+from tests.browser.app_page import EXCEPTION, IDLE_APP, full_screenshot, wait_idle, wait_still
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import _outside, _overlap
 
@@ -182,34 +182,44 @@ def _text_problems(root) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("url_path", PAGES)
-def test_the_replay_leads_the_page_and_stays_legible(app_url, browser, screenshots, size, url_path):
-    width, height = SIZES[size]
+def test_the_replay_leads_the_page_and_stays_legible(app_url, browser, screenshots, url_path):
+    """Opened once at the widest size, then resized to each of the others, with every check at each."""
+    width, height = SIZES["laptop"]
     context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(PAGE_TIMEOUT_MS)
+    problems: dict[str, list[str]] = {}
     try:
         page = context.new_page()
         _open(page, app_url, url_path)
-        expect(page.locator(EXCEPTION)).to_have_count(0)
         root = page.locator(".live-replay")
-        folder = screenshots / size
-        folder.mkdir(exist_ok=True)
-        page.screenshot(path=folder / f"{url_path}-first-screen.png")
-        assert _text_problems(root) == []
-        for button in root.locator(".lr-controls button:not([disabled])").all()[-2:]:  # other states too
-            if "Play" not in button.inner_text():
-                button.click()
-                assert _text_problems(root) == []
-        if size != "phone":
-            top = root.locator("svg").first.bounding_box()["y"]
-            assert top + MIN_SHOWN_PX <= height, f"the replay's figure starts at {top:.0f} px"
-            page.wait_for_selector(IDLE_APP)
-            tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
-            assert tall <= MAX_SCREENS * height, f"the page is {tall / height:.1f} screens tall"
-        full_screenshot(page, folder / f"{url_path}-whole.png")
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            wait_idle(page)
+            wait_still(page)  # the replay redraws for its new width (a ResizeObserver)
+            expect(page.locator(EXCEPTION)).to_have_count(0)
+            folder = screenshots / size
+            folder.mkdir(exist_ok=True)
+            page.screenshot(path=folder / f"{url_path}-first-screen.png")
+            found = _text_problems(root)
+            for button in root.locator(".lr-controls button:not([disabled])").all()[-2:]:  # other states too
+                if "Play" not in button.inner_text():
+                    button.click()
+                    found += _text_problems(root)
+            if size != "phone":
+                top = root.locator("svg").first.bounding_box()["y"]
+                if top + MIN_SHOWN_PX > height:
+                    found.append(f"the replay's figure starts at {top:.0f} px")
+                page.wait_for_selector(IDLE_APP)
+                tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+                if tall > MAX_SCREENS * height:
+                    found.append(f"the page is {tall / height:.1f} screens tall")
+            full_screenshot(page, folder / f"{url_path}-whole.png")
+            if found:
+                problems[size] = found
     finally:
         context.close()
+    assert problems == {}
 
 
 @pytest.mark.parametrize("url_path", PAGES)

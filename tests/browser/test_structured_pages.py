@@ -27,22 +27,25 @@ def test_structured_output_page_follows_a_tool_call(app_url, page, screenshots):
         full_screenshot(page, screenshots / f"structured-output-{width}x{height}.png")
 
 
-@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_logprob_highlighting_and_the_grammar_stage(app_url, page, screenshots, width, height):
-    page.set_viewport_size({"width": width, "height": height})
+def test_logprob_highlighting_and_the_grammar_stage(app_url, page, screenshots):
+    """Each page resized to each size."""
     open_page(page, app_url, "generation", prompt=PROMPT, temperature=0.7, max_tokens=24)
     page.get_by_role("tab", name="Log-probabilities").click()  # the whole run is replayed; its logprobs in a tab
-    wait_idle(page)
-    expect(page.locator(EXCEPTION)).to_have_count(0)
     panel = page.get_by_role("tabpanel").filter(has_text="Each token coloured by the model's own probability")
-    expect(panel.get_by_test_id("stPlotlyChart")).to_be_visible()
-    full_screenshot(page, screenshots / f"generation-logprobs-{width}x{height}.png")
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        wait_idle(page)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        expect(panel.get_by_test_id("stPlotlyChart")).to_be_visible()
+        full_screenshot(page, screenshots / f"generation-logprobs-{width}x{height}.png")
 
     open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7)
     main = page.get_by_test_id("stMainBlockContainer")
     main.get_by_role("tab", name="The stages the API adds").click()
     main.get_by_text("grammar mask)").click()
-    wait_idle(page)
-    expect(page.locator(EXCEPTION)).to_have_count(0)
-    assert "can start a JSON object" in main_text(page)
-    full_screenshot(page, screenshots / f"sampling-api-stages-{width}x{height}.png")
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        wait_idle(page)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        assert "can start a JSON object" in main_text(page)
+        full_screenshot(page, screenshots / f"sampling-api-stages-{width}x{height}.png")
