@@ -191,7 +191,7 @@ def test_a_thousand_unauthenticated_requests_leave_only_a_counter(strangers_serv
     assert _disk(server.gateway.log.path) == disk_before and server.gateway.log.count() == 0
     assert sum(server.gateway.refused.values()) == 1001
     assert after - before < 2 * 1024 * 1024, f"{(after - before) / 1024:.0f} KiB kept after 1,000 refusals"
-    assert len(server.strangers) == 1  # one bucket for the one address
+    assert len(server.gateway.strangers) == 1  # one bucket for the one address
 
 
 def test_a_slow_loris_upload_is_cut_at_the_body_deadline(strangers_server):
