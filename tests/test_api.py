@@ -104,7 +104,7 @@ def assert_error(response: httpx.Response, status: int, param: str | None = None
 
 
 def logged(server: ApiServer, response: httpx.Response):
-    row = server.log.get(response.headers["x-request-id"])
+    row = server.gateway.log.get(response.headers["x-request-id"])
     assert row is not None, "every call lands in the call log under its x-request-id"
     return row
 
@@ -162,12 +162,12 @@ def test_unknown_model_is_404_model_not_found(http, api_server):
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-key", f"Basic {KEY}", "Bearer"])
 def test_missing_or_wrong_key_is_401_counted_not_logged(base_url, api_server, authorization):
     headers = {"Authorization": authorization} if authorization else {}
-    before = api_server.refused["unauthorized"]
+    before = api_server.gateway.refused["unauthorized"]
     response = httpx.post(f"{base_url}/v1/chat/completions", json={"model": "x", "messages": HELLO}, headers=headers)
     assert_error(response, 401, code="invalid_api_key")
-    assert api_server.log.get(response.headers["x-request-id"]) is None
-    assert api_server.refused["unauthorized"] == before + 1
-    stored = b"".join(p.read_bytes() for p in api_server.log.path.parent.glob("calls.sqlite3*"))
+    assert api_server.gateway.log.get(response.headers["x-request-id"]) is None
+    assert api_server.gateway.refused["unauthorized"] == before + 1
+    stored = b"".join(p.read_bytes() for p in api_server.gateway.log.path.parent.glob("calls.sqlite3*"))
     assert KEY.encode() not in stored and b"wrong-key" not in stored
 
 
@@ -305,7 +305,7 @@ def test_fifty_concurrent_refused_calls_give_fifty_rows(base_url, api_server):
     with ThreadPoolExecutor(16) as pool:
         ids = list(pool.map(call, range(50)))
     assert len(set(ids)) == 50
-    assert all(api_server.log.get(i).status == 400 for i in ids)
+    assert all(api_server.gateway.log.get(i).status == 400 for i in ids)
 
 
 # --- generation -------------------------------------------------------------------------------
@@ -363,7 +363,7 @@ def test_client_disconnect_mid_stream_stops_generation_and_is_logged_cancelled(b
     row = None
     while row is None and time.monotonic() - left_at < 30:
         time.sleep(0.05)
-        row = api_server.log.get(request_id)
+        row = api_server.gateway.log.get(request_id)
     assert row is not None and row.outcome == "cancelled" and row.finish_reason == "cancelled"
     assert row.completion_tokens < 100, "generation went on after the client left"
     assert loaded.lock.acquire(timeout=5), "the model lock was released"
@@ -496,7 +496,7 @@ def test_abandoned_calls_leave_the_queue_and_a_fresh_call_is_served(tmp_path, lo
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120) as client:
             fresh = client.post("/v1/chat/completions", json=body | {"max_tokens": 4})
     assert fresh.status_code == 200 and fresh.json()["usage"]["completion_tokens"] >= 1
-    rows = server.log.recent(50)
+    rows = server.gateway.log.recent(50)
     abandoned = [row for row in rows if row.id != fresh.headers["x-request-id"]]
     assert len(abandoned) == 20
     assert all((row.outcome, row.status) in {("cancelled", 499), ("error", 503), ("ok", 200)} for row in abandoned)

@@ -156,7 +156,7 @@ def test_user_metadata_store_are_recorded_with_the_call(sdk, loaded, api_server)
         model=loaded.name, messages=CAPITAL, max_tokens=2, user="learner-7", metadata={"workshop": "day 1"},
         store=False,
     )
-    row = api_server.log.get(raw.http_response.headers["x-request-id"])
+    row = api_server.gateway.log.get(raw.http_response.headers["x-request-id"])
     assert row.journey["metadata"] == {"user": "learner-7", "metadata": {"workshop": "day 1"}, "store": False}
 
 

@@ -22,7 +22,7 @@ def client(base_url: str, key: str = KEY, retries: int = 0) -> OpenAI:
 
 
 def row_for(api_server, request_id: str):
-    row = api_server.log.get(request_id)
+    row = api_server.gateway.log.get(request_id)
     assert row is not None, request_id
     return row
 
@@ -71,11 +71,11 @@ def test_bad_key_is_authentication_error_not_retried(base_url, api_server, loade
     with pytest.raises(openai.AuthenticationError) as caught:
         client(base_url, key="sk-not-a-key", retries=2).chat.completions.create(model=loaded.name, messages=HELLO)
     assert caught.value.code == "invalid_api_key"
-    assert api_server.log.get(caught.value.request_id) is None  # only counted: nothing stored without a key
-    before = api_server.refused["unauthorized"]
+    assert api_server.gateway.log.get(caught.value.request_id) is None  # only counted: nothing stored without a key
+    before = api_server.gateway.refused["unauthorized"]
     with pytest.raises(openai.AuthenticationError):
         client(base_url, key="sk-not-a-key", retries=2).chat.completions.create(model=loaded.name, messages=HELLO)
-    assert api_server.refused["unauthorized"] == before + 1, "a 401 is not retried"
+    assert api_server.gateway.refused["unauthorized"] == before + 1, "a 401 is not retried"
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_context_length_exceeded_is_bad_request_even_when_streaming(base_url, lo
 
 
 def _rows_since(server, started: float) -> list:
-    return [r for r in server.log.recent(20) if r.created >= started]
+    return [r for r in server.gateway.log.recent(20) if r.created >= started]
 
 
 @pytest.mark.parametrize("size", ["300 KB", "just over the window"])
@@ -110,7 +110,7 @@ def test_a_prompt_that_never_fits_is_400_even_when_the_key_budget_is_spent(loade
     text = "hello " * 50_000 if size == "300 KB" else "hello" + " hello" * (loaded.context_window + 50)
     messages = [{"role": "user", "content": text}]
     with serve(server) as url:
-        assert server.limiter.decide("tester", server.limiter.tokens_per_minute).allowed  # the minute's budget is gone
+        assert server.gateway.limiter.decide("tester", server.gateway.limiter.tokens_per_minute).allowed  # the minute's budget is gone
         started = time.time()
         with pytest.raises(openai.BadRequestError) as caught:
             client(url + "/v1").chat.completions.create(model=loaded.name, messages=messages, max_tokens=4)
@@ -138,7 +138,7 @@ def test_a_request_over_the_whole_minute_budget_is_400_and_429_only_when_waiting
         answer = client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=2)
         assert answer.choices[0].message.content  # the same key, a request the minute's budget holds
         assert answer.usage.prompt_tokens + 150 <= 200  # so the next one fits a full bucket
-        assert server.limiter.decide("tester", math.floor(server.limiter.snapshot("tester").tokens)).allowed
+        assert server.gateway.limiter.decide("tester", math.floor(server.gateway.limiter.snapshot("tester").tokens)).allowed
         with pytest.raises(openai.RateLimitError) as refused:  # the bucket is empty but refills: waiting helps
             client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=150)
         assert refused.value.code == "rate_limit_exceeded"
@@ -157,7 +157,7 @@ def test_rate_limit_is_429_with_retry_after_and_the_sdk_retry_succeeds(loaded, t
     with serve(server) as url:
         # Other traffic from the same key has used this minute's whole burst.
         for _ in range(60):
-            assert server.limiter.decide("tester", 0).allowed
+            assert server.gateway.limiter.decide("tester", 0).allowed
         with pytest.raises(openai.RateLimitError) as caught:
             client(url + "/v1").chat.completions.create(model=loaded.name, messages=HELLO, max_tokens=2)
         headers = caught.value.response.headers
@@ -165,13 +165,13 @@ def test_rate_limit_is_429_with_retry_after_and_the_sdk_retry_succeeds(loaded, t
         assert row_for(server, caught.value.request_id).outcome == "rate_limited"
 
         for _ in range(60):
-            server.limiter.decide("tester", 0)
+            server.gateway.limiter.decide("tester", 0)
         started = time.time()
         answer = client(url + "/v1", retries=2).chat.completions.with_raw_response.create(
             model=loaded.name, messages=HELLO, max_tokens=2, temperature=0
         )
         assert answer.parse().choices[0].message.content
-        rows = [r for r in server.log.recent(10) if r.created >= started]
+        rows = [r for r in server.gateway.log.recent(10) if r.created >= started]
         assert [r.status for r in sorted(rows, key=lambda r: r.created)] == [429, 200]
         refused, served = sorted(rows, key=lambda r: r.created)
         assert served.id == answer.headers["x-request-id"]

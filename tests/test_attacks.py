@@ -177,7 +177,7 @@ def test_a_thousand_unauthenticated_requests_leave_only_a_counter(strangers_serv
     with httpx.Client(base_url=url) as client:
         client.post("/v1/chat/completions", content=body, headers={"Authorization": "Bearer warm-up"})
         gc.collect()
-        disk_before = _disk(server.log.path)
+        disk_before = _disk(server.gateway.log.path)
         tracemalloc.start()
         before, _ = tracemalloc.get_traced_memory()
         statuses = [client.post("/v1/chat/completions", content=body,
@@ -188,10 +188,10 @@ def test_a_thousand_unauthenticated_requests_leave_only_a_counter(strangers_serv
         tracemalloc.stop()
     assert set(statuses[:29]) == {401} and set(statuses) == {401, 429}  # 30 a minute per address, then 429
     assert statuses.count(429) >= 900
-    assert _disk(server.log.path) == disk_before and server.log.count() == 0
-    assert sum(server.refused.values()) == 1001
+    assert _disk(server.gateway.log.path) == disk_before and server.gateway.log.count() == 0
+    assert sum(server.gateway.refused.values()) == 1001
     assert after - before < 2 * 1024 * 1024, f"{(after - before) / 1024:.0f} KiB kept after 1,000 refusals"
-    assert len(server.strangers) == 1  # one bucket for the one address
+    assert len(server.gateway.strangers) == 1  # one bucket for the one address
 
 
 def test_a_slow_loris_upload_is_cut_at_the_body_deadline(strangers_server):
@@ -224,7 +224,7 @@ def test_an_unauthenticated_upload_is_refused_before_its_body_is_read(strangers_
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 1000000\r\n\r\n{")
         answer = sock.recv(4096)
-    assert answer.startswith(b"HTTP/1.1 401") and server.log.count() == 0
+    assert answer.startswith(b"HTTP/1.1 401") and server.gateway.log.count() == 0
 
 
 def test_an_oversized_prompt_is_refused_before_tokenizing_and_still_pays(strangers_server, loaded, monkeypatch):

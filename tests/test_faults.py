@@ -203,6 +203,6 @@ def test_the_api_echoes_a_valid_traceparent_and_keeps_it_in_the_call_log(gateway
                             headers={"authorization": f"Bearer {demo.key}", PLAN_HEADER: plan.id, "traceparent": sent},
                             timeout=60)
     assert answer.status_code == 200
-    record = demo.server.log.get(answer.headers["x-request-id"])
+    record = demo.server.gateway.log.get(answer.headers["x-request-id"])
     assert answer.headers.get("traceparent") == (sent if kept else None)
     assert record.journey["request"].get("traceparent") == (sent if kept else None)

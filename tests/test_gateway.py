@@ -11,6 +11,10 @@ import pytest
 import lifecycle.api.keys as keys_module
 from lifecycle.errors import LifecycleError
 from lifecycle.api.calllog import CallLog, CallRecord, default_call_log_path
+from lifecycle.api.config import ApiConfig
+from lifecycle.api.errors import ApiError
+from lifecycle.api.exchange import Exchange
+from lifecycle.api.gateway import Gateway
 from lifecycle.api.keys import bearer_token, check_api_key, new_api_key, parse_api_keys
 from lifecycle.api.ratelimit import RateLimiter
 from lifecycle.api.model_routing import route
@@ -346,3 +350,67 @@ def test_the_limiter_keeps_a_bounded_number_of_buckets():
     limiter.decide("e", 0, now=0)
     assert len(limiter) == 3 and limiter.decide("b", 0, now=0).allowed is False  # b kept its spent bucket
 
+
+# --- the Gateway: the three decisions together, on plain data (no HTTP) ----------------------
+
+
+def _gateway(tmp_path, **limits):
+    return Gateway(ApiConfig(keys=KEYS, call_log=tmp_path / "calls.sqlite3", **limits))
+
+
+def test_gateway_names_the_caller_and_writes_the_auth_step(tmp_path):
+    gateway, exchange = _gateway(tmp_path), Exchange("req_a")
+    assert gateway.authenticate(f"Bearer {SECRET}", "198.51.100.1", exchange) == "alice"
+    assert exchange.key_name == "alice"
+    assert [(s["step"], s["outcome"]) for s in exchange.journey["gateway"]] == [("auth", "passed")]
+
+
+def test_a_stranger_gets_401s_then_a_429_by_address_and_leaves_only_a_count(tmp_path):
+    gateway = _gateway(tmp_path, unauthenticated_per_minute=2)
+    statuses = []
+    for n in range(3):
+        exchange = Exchange(f"req_{n}")
+        with pytest.raises(ApiError) as caught:
+            gateway.authenticate("Bearer sk-wrong", "198.51.100.2", exchange)
+        statuses.append(caught.value.status)
+        gateway.refuse(exchange, caught.value)
+    assert statuses == [401, 401, 429]
+    assert caught.value.headers["retry-after"].isdigit()
+    assert gateway.refused == {"unauthorized": 2, "rate_limited": 1}
+    assert gateway.log.recent(10) == []
+    with pytest.raises(ApiError) as other:  # another address has a bucket of its own
+        gateway.authenticate(None, "198.51.100.3", Exchange("req_x"))
+    assert other.value.status == 401
+
+
+def test_a_keyed_call_refused_by_its_budget_is_logged_with_its_steps(tmp_path):
+    gateway, exchange = _gateway(tmp_path, requests_per_minute=1), Exchange("req_b")
+    gateway.authenticate(f"Bearer {SECRET}", "198.51.100.4", exchange)
+    assert gateway.rate_limit(exchange, 10)["x-ratelimit-remaining-requests"] == "0"
+    with pytest.raises(ApiError) as caught:
+        gateway.rate_limit(exchange, 10)
+    assert caught.value.status == 429 and caught.value.outcome == "rate_limited"
+    exchange.status, exchange.outcome = caught.value.status, caught.value.outcome
+    gateway.refuse(exchange, caught.value)
+    row = gateway.log.get("req_b")
+    assert row is not None and row.key_name == "alice" and row.status == 429
+    assert [s["outcome"] for s in row.journey["gateway"]] == ["passed", "passed", "refused"]
+    assert not gateway.refused
+
+
+def test_charging_a_refused_call_never_refuses_it(tmp_path):
+    gateway, exchange = _gateway(tmp_path, tokens_per_minute=100), Exchange("req_c")
+    gateway.authenticate(f"Bearer {SECRET}", "198.51.100.5", exchange)
+    held = gateway.charge(exchange, 60)
+    over = gateway.charge(exchange, 60)  # more than is left: noted, not charged, not raised
+    assert held["x-ratelimit-remaining-tokens"] == "40"
+    assert not any(name.startswith("retry-after") for name in over)
+    assert [s["outcome"] for s in exchange.journey["gateway"][1:]] == ["charged", "not charged"]
+    assert gateway.limiter.snapshot("alice").tokens == pytest.approx(40, abs=1)
+
+
+def test_a_failing_log_write_does_not_raise(tmp_path, caplog):
+    gateway, exchange = _gateway(tmp_path), Exchange("req_d")
+    gateway.log.record = lambda record: (_ for _ in ()).throw(sqlite3.OperationalError("disk full"))
+    gateway.save(exchange)
+    assert "call log write failed for req_d: OperationalError" in caplog.text

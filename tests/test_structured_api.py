@@ -131,7 +131,7 @@ def test_bad_structured_requests_get_400_naming_the_parameter(sdk, loaded, api_s
         sdk.chat.completions.with_raw_response.create(model=loaded.name, messages=QUESTION, max_tokens=4, **extra)
     error = caught.value
     assert error.status_code == 400 and error.body["param"] == param
-    row = api_server.log.get(error.response.headers["x-request-id"])
+    row = api_server.gateway.log.get(error.response.headers["x-request-id"])
     assert row.completion_tokens in (None, 0)  # refused before any model work
 
 
@@ -186,7 +186,7 @@ def test_a_strict_schema_is_refused_unless_closed_and_fully_required_as_at_opena
         error = caught.value
         assert error.status_code == 400 and error.body["param"] == param
         assert f"'city': In context={context}, {rule}." in error.body["message"]
-        assert api_server.log.get(error.response.headers["x-request-id"]).completion_tokens in (None, 0)
+        assert api_server.gateway.log.get(error.response.headers["x-request-id"]).completion_tokens in (None, 0)
 
 
 def test_a_non_strict_open_schema_is_taken_as_sent_and_the_answer_validates(sdk, loaded):

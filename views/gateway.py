@@ -99,7 +99,7 @@ def _own_calls() -> None:
         st.caption("Present your API key on the Live calls page (it stays in this browser session) to see the "
                    "gateway's decisions on the calls you send to this server's /v1.")
         return
-    records = server.log.recent(LOG_ROWS, key_name=reader.only_key)
+    records = server.gateway.log.recent(LOG_ROWS, key_name=reader.only_key)
     if not records:
         st.caption(f"No call yet ({literal(reader.reason)}). Send one to /v1; it appears here.")
         return

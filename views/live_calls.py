@@ -299,7 +299,7 @@ def _journey(record: CallRecord) -> None:
 def render() -> None:
     with stage_page("live-calls", needs_prompt=False) as settings:
         server = default_server()
-        log = server.log
+        log = server.gateway.log
         reader = _reader(server)
         records = log.recent(RECENT, key_name=reader.only_key) if reader.sees_any else []
         answered = sum(record.outcome == "ok" for record in records)
@@ -324,7 +324,7 @@ def render() -> None:
         )
         button_column.button("Refresh", icon=":material/refresh:")
         interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
-        st.fragment(_live_panel, run_every=interval)(log, reader, server.refused)
+        st.fragment(_live_panel, run_every=interval)(log, reader, server.gateway.refused)
         if presenting():  # on a projector the model and its queue come first, the key box after them
             _key_box(reader)
         engine_section(settings)

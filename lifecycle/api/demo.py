@@ -64,7 +64,7 @@ class DemoGateway:
             body = response.json()
         except ValueError:
             body = response.text
-        record = self.server.log.get(response.headers.get("x-request-id", ""))
+        record = self.server.gateway.log.get(response.headers.get("x-request-id", ""))
         steps = (record.journey or {}).get("gateway", []) if record is not None else []
         return DemoAnswer(response.status_code, list(response.headers.multi_items()), body, steps, record is not None)
 

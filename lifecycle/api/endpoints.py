@@ -1,10 +1,11 @@
-"""The endpoints of the OpenAI-compatible API, with their gateway state (keys, rate limiter, call log).
+"""The endpoints of the OpenAI-compatible API.
 
-A call goes through the same stages the app shows: the API key, body limits and JSON parsing with
-the model's routing (lifecycle.api.body), request validation, the chat template and context budget
-(lifecycle.api.budget), the rate limit, admission to the engine, then a worker that generates. Every call, refused ones included, lands
-in the SQLite call log with its journey. Errors always use OpenAI's envelope and every response
-carries ``x-request-id``.
+A call goes through the same stages the app shows: the API key (lifecycle.api.gateway), body limits
+and JSON parsing with the model's routing (lifecycle.api.body), request validation, the chat template
+and context budget (lifecycle.api.budget), the rate limit (the gateway again), admission to the engine
+(lifecycle.api.serving), then a worker that generates. Every call with a valid key, refused ones
+included, lands in the gateway's call log with its journey. Errors always use OpenAI's envelope and
+every response carries ``x-request-id``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from collections import Counter
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,13 +23,11 @@ from lifecycle.model import LoadedModel, shared_model
 from lifecycle.stages.request import ChatRequest
 from lifecycle.api.body import parse_body, read_body
 from lifecycle.api.budget import context_length_error, least_prompt_tokens, prompt_budget
-from lifecycle.api.calllog import CallLog
 from lifecycle.api.config import ApiConfig
 from lifecycle.api.errors import ApiError
 from lifecycle.api.exchange import Exchange, new_request_id
+from lifecycle.api.gateway import Gateway
 from lifecycle.stages.json_fields import shown
-from lifecycle.api.keys import bearer_token, check_api_key
-from lifecycle.api.ratelimit import RateLimiter
 from lifecycle.api.response_store import ResponseStore
 from lifecycle.api.responses_request import ResponsesRequest, validate_responses_request
 from lifecycle.api.responses_worker import ResponsesJob
@@ -43,16 +41,11 @@ _log = logging.getLogger(__name__)
 
 
 class ApiServer:
-    """The endpoints, with their gateway state (keys, rate limiter, call log)."""
+    """The endpoints, behind one gateway (keys, rate limits, call log) and one Responses store."""
 
     def __init__(self, config: ApiConfig):
         self.config = config
-        self.limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
-        # Requests without a valid key: one small bucket per client address, nothing else kept.
-        self.strangers = RateLimiter(config.unauthenticated_per_minute, 1)
-        self.refused = Counter()  # unauthenticated refusals by outcome: the only trace they leave
-        self.log = CallLog(config.call_log, redact=config.keys.values(), max_rows=config.log_max_rows,
-                           max_age_seconds=config.log_max_days * 86_400)
+        self.gateway = Gateway(config)
         self.responses_store = ResponseStore()
 
     # --- plumbing ------------------------------------------------------------------------------
@@ -64,21 +57,12 @@ class ApiServer:
             response.headers[TRACEPARENT] = traceparent
         return response
 
-    def _save(self, exchange: Exchange) -> None:
-        try:
-            self.log.record(exchange.record())
-        except Exception as error:  # the log must never turn an answer into a crash
-            _log.error("call log write failed for %s: %s", exchange.id, type(error).__name__)
-
     def _error(self, exchange: Exchange, error: ApiError) -> Response:
         """Answer with the envelope; log the call only if a valid key was presented (else just count it)."""
         exchange.status, exchange.outcome = error.status, error.outcome
         exchange.error = error.body["error"]["message"]
         exchange.journey["response"] = {"status": error.status, "headers": error.headers, "body": error.body}
-        if exchange.key_name is None:
-            self.refused[error.outcome] += 1
-        else:
-            self._save(exchange)
+        self.gateway.refuse(exchange, error)
         return self._finish(exchange, JSONResponse(error.body, error.status, headers=error.headers))
 
     def _guard(self, endpoint: Callable) -> Callable:
@@ -180,14 +164,14 @@ class ApiServer:
         # A prompt that can never fit the window is a 400 whatever the key's budget says (a 429 would
         # make the SDKs wait and retry in vain); it is still charged when the budget holds its cost.
         if least > loaded.context_window:  # refused without tokenizing a huge prompt
-            limits = self._charge(exchange, least + (chat.max_tokens or 1))
+            limits = self.gateway.charge(exchange, least + (chat.max_tokens or 1))
             raise context_length_error(loaded.context_window, f"at least {least}", chat.max_tokens or 1, limits)
         prompt_ids, max_tokens, budget = await prompt_budget(chat, loaded, exchange)
         cost = len(prompt_ids) + max_tokens * chat.n
         if not budget.fits:
             raise context_length_error(loaded.context_window, budget.prompt_tokens, max_tokens,
-                                        self._charge(exchange, cost))
-        limits = self._rate_limit(exchange, cost)
+                                        self.gateway.charge(exchange, cost))
+        limits = self.gateway.rate_limit(exchange, cost)
         call = LiveCall(exchange.id, exchange.key_name, chat.model, chat.stream, len(prompt_ids), max_tokens)
         try:
             model_queue().admit(call)
@@ -196,7 +180,7 @@ class ApiServer:
             raise ApiError(503, str(full), type="server_error", code="queue_full", outcome="error",
                            headers={"retry-after": str(full.retry_after), **limits}) from full
         exchange.step("queue", "admitted", f"Queued behind {len(model_queue().snapshot()) - 1} call(s).")
-        job = job_class(self._save, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
+        job = job_class(self.gateway.save, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
         threading.Thread(target=job.run, name=f"generate-{exchange.id}", daemon=True).start()
         if chat.stream:
             headers = {**limits, "cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -208,22 +192,11 @@ class ApiServer:
             return self._finish(exchange, JSONResponse(error.body, error.status, headers=error.headers or None))
         return self._finish(exchange, JSONResponse(body, headers=limits))
 
-    # --- the gateway ---------------------------------------------------------------------------
+    # --- before the engine ---------------------------------------------------------------------
 
     def _authenticate(self, request: Request, exchange: Exchange) -> str:
-        """The key check. A refused caller is rate-limited by address (429 once its bucket is empty)."""
-        decision = check_api_key(bearer_token(request.headers.get("authorization")), self.config.keys)
-        if not decision.allowed:
-            address = request.client.host if request.client else "unknown"
-            limited = self.strangers.decide(address, 0)
-            if not limited.allowed:
-                raise ApiError(429, "Too many requests without a valid API key from this address; retry "
-                               f"after {limited.retry_after} s.", type="requests", code="rate_limit_exceeded",
-                               headers={"retry-after": str(limited.retry_after)}, outcome="rate_limited")
-            raise ApiError(401, decision.message, code="invalid_api_key", outcome="unauthorized")
-        exchange.key_name = decision.key_name
-        exchange.step("auth", "passed", decision.message, decision.status)
-        return decision.key_name
+        address = request.client.host if request.client else "unknown"
+        return self.gateway.authenticate(request.headers.get("authorization"), address, exchange)
 
     def _ready_model(self, exchange: Exchange) -> LoadedModel:
         status = model_status()
@@ -235,24 +208,6 @@ class ApiServer:
             raise ApiError(503, message, type="server_error", code="model_not_ready", outcome="error",
                            headers={"retry-after": "2"})
         return shared_model()
-
-    def _rate_limit(self, exchange: Exchange, tokens: int) -> dict[str, str]:
-        """Admit the call's cost or refuse it: 429 when waiting refills enough, 400 when no wait can."""
-        decision = self.limiter.decide(exchange.key_name, tokens)
-        exchange.step("rate limit", "passed" if decision.allowed else "refused", decision.message, decision.status)
-        if not decision.allowed:
-            error = decision.error()["error"]
-            raise ApiError(decision.status, error["message"], type=error["type"], param=error["param"],
-                           code=error["code"], headers=decision.headers,
-                           outcome="rate_limited" if decision.status == 429 else "invalid_request")
-        return dict(decision.headers)
-
-    def _charge(self, exchange: Exchange, tokens: int) -> dict[str, str]:
-        """Charge a call refused for another reason to the key's budget if it holds the cost; never refuse it."""
-        decision = self.limiter.decide(exchange.key_name, tokens)
-        exchange.step("rate limit", "charged" if decision.allowed else "not charged",
-                      decision.message if decision.allowed else f"Not charged: {decision.message}")
-        return {name: value for name, value in decision.headers.items() if not name.startswith("retry-after")}
 
 
 def _model_object(name: str) -> dict:

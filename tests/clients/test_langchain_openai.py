@@ -29,7 +29,7 @@ def chat_model(base_url: str, loaded, key: str = KEY, **kwargs) -> ChatOpenAI:
 
 
 def row_for(api_server, request_id):
-    row = api_server.log.get(request_id)
+    row = api_server.gateway.log.get(request_id)
     assert row is not None, request_id
     return row
 
@@ -131,11 +131,11 @@ def test_streamed_tool_call_has_the_same_arguments(base_url, loaded):
 
 
 def test_wrong_key_is_the_openai_authentication_error(base_url, api_server, loaded):
-    before = api_server.refused["unauthorized"]
+    before = api_server.gateway.refused["unauthorized"]
     with pytest.raises(openai.AuthenticationError) as caught:
         chat_model(base_url, loaded, key="sk-not-a-key", max_retries=2).invoke(QUESTION)
     assert caught.value.status_code == 401 and caught.value.code == "invalid_api_key"
-    assert api_server.refused["unauthorized"] == before + 1, "a 401 is not retried"
+    assert api_server.gateway.refused["unauthorized"] == before + 1, "a 401 is not retried"
 
 
 @pytest.mark.parametrize("streaming", [False, True])
@@ -155,4 +155,4 @@ def test_too_long_prompt_is_a_400_not_a_retried_429(base_url, api_server, loaded
 
 
 def _statuses(api_server) -> list[int]:
-    return [row.status for row in sorted(api_server.log.recent(200), key=lambda r: r.created)]
+    return [row.status for row in sorted(api_server.gateway.log.recent(200), key=lambda r: r.created)]

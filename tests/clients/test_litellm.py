@@ -87,24 +87,24 @@ def test_logprobs_join_into_the_content(litellm, base_url, loaded):
 
 
 def test_wrong_key_is_litellms_authentication_error(litellm, base_url, api_server, loaded):
-    before = api_server.refused["unauthorized"]
+    before = api_server.gateway.refused["unauthorized"]
     with pytest.raises(litellm.AuthenticationError) as caught:
         complete(litellm, base_url, loaded, key="sk-not-a-key", max_retries=2)
     assert caught.value.status_code == 401
-    assert api_server.refused["unauthorized"] == before + 1, "a 401 is not retried"
+    assert api_server.gateway.refused["unauthorized"] == before + 1, "a 401 is not retried"
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_too_long_prompt_is_context_window_exceeded_not_a_retried_429(litellm, base_url, api_server, loaded, stream):
     text = "hello" + " hello" * (loaded.context_window + 50)
-    before = len(api_server.log.recent(500))
+    before = len(api_server.gateway.log.recent(500))
     with pytest.raises(litellm.ContextWindowExceededError) as caught:
         response = complete(litellm, base_url, loaded, messages=[{"role": "user", "content": text}], max_tokens=4,
                             max_retries=2, stream=stream)
         if stream:
             list(response)
     assert isinstance(caught.value, litellm.BadRequestError) and caught.value.status_code == 400
-    rows = api_server.log.recent(500)
+    rows = api_server.gateway.log.recent(500)
     assert len(rows) == before + 1, "one call, not retried"
     assert max(rows, key=lambda r: r.created).status == 400
 
@@ -160,7 +160,7 @@ def test_responses_max_output_tokens_below_16_is_raised_to_16_by_litellm(litellm
     expected = greedy_answer(loaded, story, 16)
     assert expected.status == "incomplete"
     answer = respond(litellm, base_url, loaded, input=story, max_output_tokens=8)
-    row = max(api_server.log.recent(50), key=lambda r: r.created)
+    row = max(api_server.gateway.log.recent(50), key=lambda r: r.created)
     assert json.loads(row.journey["request"]["body"])["max_output_tokens"] == 16  # what litellm sent
     assert answer.status == "incomplete" and answer.incomplete_details.reason == "max_output_tokens"
     assert answer.usage.output_tokens == row.completion_tokens == expected.output_tokens == 16

@@ -82,7 +82,7 @@ def test_prompt_and_streamed_prompt_agree_with_usage(llm_home, api_server, loade
         assert f"{record['input_tokens']} input, {record['output_tokens']} output" in run.stderr
 
     # What the server answered and counted for the same two calls.
-    rows = sorted(api_server.log.recent(50), key=lambda r: r.created)[-2:]
+    rows = sorted(api_server.gateway.log.recent(50), key=lambda r: r.created)[-2:]
     assert [(r.status, r.outcome) for r in rows] == [(200, "ok"), (200, "ok")]
     assert [r.completion_tokens for r in rows] == [first["output_tokens"], second["output_tokens"]]
     assert [r.prompt_tokens for r in rows] == [first["input_tokens"], second["input_tokens"]]
@@ -93,28 +93,28 @@ def test_a_system_prompt_and_a_conversation_continue(llm_home, api_server, loade
     llm(llm_home, "prompt", "-m", MODEL_ID, "-s", "Answer in one word.", *GREEDY, QUESTION)
     follow = llm(llm_home, "prompt", "-c", *GREEDY, "And another one?")
     assert follow.stdout.strip()
-    row = max(api_server.log.recent(50), key=lambda r: r.created)
+    row = max(api_server.gateway.log.recent(50), key=lambda r: r.created)
     roles = [m["role"] for m in row.journey["request"]["validated"]["messages"]]
     assert roles == ["system", "user", "assistant", "user"]
 
 
 def test_wrong_key_fails_with_the_servers_401(llm_home, api_server):
-    before = api_server.refused["unauthorized"]
+    before = api_server.gateway.refused["unauthorized"]
     result = llm(llm_home, "prompt", "-m", MODEL_ID, "--key", "wrong", *GREEDY, QUESTION, check=False)
     assert result.returncode != 0 and result.stdout == ""
     assert "Error code: 401" in result.stderr
     assert KEY not in result.stderr and "sk-not-a-key" not in result.stderr
-    assert api_server.refused["unauthorized"] == before + 1, "a 401 is not retried"
+    assert api_server.gateway.refused["unauthorized"] == before + 1, "a 401 is not retried"
 
 
 def test_too_long_prompt_fails_at_once_with_a_400(llm_home, api_server, loaded):
     text = "hello" + " hello" * (loaded.context_window + 50)
-    before = len(api_server.log.recent(500))
+    before = len(api_server.gateway.log.recent(500))
     # The prompt on standard input: 8 000 words would be a long command line.
     result = llm(llm_home, "prompt", "-m", MODEL_ID, "-o", "max_tokens", "4", check=False, stdin=text)
     assert result.returncode != 0 and result.stdout == ""
     assert "Error code: 400" in result.stderr and "Input tokens exceed the configured limit" in result.stderr
-    rows = api_server.log.recent(500)
+    rows = api_server.gateway.log.recent(500)
     assert len(rows) == before + 1, "one call, not retried"
     assert max(rows, key=lambda r: r.created).status == 400
 
@@ -137,7 +137,7 @@ def test_responses_prompt_and_streamed_prompt_log_the_tokenizers_counts(llm_home
     for record in logged(llm_home, 2):
         assert record["model"] == RESPONSES_ID and record["response"] == expected.text
         assert (record["input_tokens"], record["output_tokens"]) == (expected.prompt_tokens, expected.output_tokens)
-    rows = sorted(api_server.log.recent(50), key=lambda r: r.created)[-2:]
+    rows = sorted(api_server.gateway.log.recent(50), key=lambda r: r.created)[-2:]
     assert [r.journey["request"]["path"] for r in rows] == ["/v1/responses"] * 2
 
 
@@ -155,7 +155,7 @@ def test_a_streamed_response_cut_by_max_output_tokens_ends_with_response_incompl
     assert plain["response"] == streamed["response"] == expected.text
     assert (plain["input_tokens"], plain["output_tokens"]) == (expected.prompt_tokens, 4)
     assert (streamed["input_tokens"], streamed["output_tokens"]) == (None, None)
-    row = max(api_server.log.recent(50), key=lambda r: r.created)
+    row = max(api_server.gateway.log.recent(50), key=lambda r: r.created)
     last = row.journey["frames"][-1]["sse"]
     assert last.startswith("event: response.incomplete\n")
     assert json.loads(last.split("data: ", 1)[1])["response"]["usage"]["output_tokens"] == 4

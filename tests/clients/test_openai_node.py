@@ -64,7 +64,7 @@ def test_plain_answer(node_run, api_server, loaded):
     usage = plain["usage"]
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert 0 < usage["completion_tokens"] <= 8
-    row = api_server.log.get(node_run["plainRequestId"])
+    row = api_server.gateway.log.get(node_run["plainRequestId"])
     assert row is not None and row.journey["completion_id"] == plain["id"]
     assert row.journey["request"]["headers"]["x-stainless-lang"] == "js"  # it was the node client
 
@@ -128,14 +128,14 @@ def test_too_long_prompt_is_a_bad_request_error_not_a_retried_429(node_run, api_
     assert (error["code"], error["param"], error["type"]) == ("context_length_exceeded", "messages",
                                                               "invalid_request_error")
     assert error["retryAfter"] is None
-    row = api_server.log.get(error["requestID"])
+    row = api_server.gateway.log.get(error["requestID"])
     assert row is not None and row.status == 400
 
 
 def test_each_refused_call_reached_the_server_once(node_run, api_server):
     """maxRetries was 2 for both refusals: a 401 and a 400 are not retried."""
-    assert api_server.refused["unauthorized"] == 1
-    statuses = [row.status for row in api_server.log.recent(50)]
+    assert api_server.gateway.refused["unauthorized"] == 1
+    statuses = [row.status for row in api_server.gateway.log.recent(50)]
     assert statuses.count(400) == 2 and statuses.count(404) == 1
 
 

@@ -65,7 +65,7 @@ def test_a_real_request_passes_each_step_without_touching_real_keys_or_the_log(r
     body = json.loads(answer.split("\n\n", 1)[1])
     assert (body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"]) == (_prompt_tokens(), 4)
     server = routes.default_server()
-    assert server.limiter.snapshot("class").requests == server.config.requests_per_minute  # untouched
+    assert server.gateway.limiter.snapshot("class").requests == server.config.requests_per_minute  # untouched
     assert not gateway_env.exists() or CallLog(gateway_env).recent(10) == []
 
 

@@ -100,7 +100,7 @@ def test_recent_calls_table_has_each_call_with_the_numbers_the_client_got(run_pa
     for kind in ("streamed", "plain"):
         call = calls[kind]
         row = table.loc[call["id"]]
-        logged = server.log.get(call["id"])
+        logged = server.gateway.log.get(call["id"])
         assert (row["status"], row["outcome"], row["finish_reason"]) == (200, "ok", logged.finish_reason)
         assert row["key name"] == KEY_NAME
         assert (row["prompt tokens"], row["completion tokens"]) == (
@@ -109,7 +109,7 @@ def test_recent_calls_table_has_each_call_with_the_numbers_the_client_got(run_pa
         assert row["tokens/s"] == pytest.approx(logged.journey["timings"]["tokens_per_second"], abs=0.01)
     refused = table.loc[calls["refused"]]
     assert (refused["status"], refused["outcome"]) == (400, "invalid_request")
-    assert calls["stranger"] not in table.index and server.log.get(calls["stranger"]) is None
+    assert calls["stranger"] not in table.index and server.gateway.log.get(calls["stranger"]) is None
     assert int(_metrics(app)["Refused without a key"]) >= 1
     lesson = next(m.value for m in app.markdown if "The call log shows" in m.value)
     answered = int((_table(app, "TTFT (ms)")["outcome"] == "ok").sum())
@@ -120,7 +120,7 @@ def test_recent_calls_table_has_each_call_with_the_numbers_the_client_got(run_pa
 
 def test_streamed_call_journey_shows_request_gateway_tokens_frames_and_usage(run_page, calls, server, loaded):
     call = calls["streamed"]
-    logged = server.log.get(call["id"])
+    logged = server.gateway.log.get(call["id"])
     journey = logged.journey
     app = open_page(run_page, call=call["id"])
     assert not app.exception and not app.error
