@@ -3,7 +3,7 @@ temperature 0's different roads, and the guardrail that lives outside the model.
 
 The loop runs through lifecycle.features.agent, the measurements through lifecycle.features.injection and
 lifecycle.features.determinism (every model call an engine request or job); the sentences come from
-lifecycle.features.agent_lessons, chosen by this run's numbers.
+lifecycle.lessons.agent, chosen by this run's numbers.
 """
 
 import json
@@ -13,7 +13,7 @@ import streamlit as st
 
 from charts.agent import compliance_figure, roads_figure
 from lifecycle.features.agent import LOCAL_TOOLS, MAX_ROUNDS, AgentRun, engine_send, run_agent
-from lifecycle.features.agent_lessons import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
+from lifecycle.lessons.agent import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
 from lifecycle.stages.context_window import render_messages
 from lifecycle.features.determinism import DeterminismRun, compare_roads
 from lifecycle.errors import LifecycleError

@@ -5,7 +5,7 @@ import streamlit as st
 from charts.journey import latency_waterfall
 from lifecycle.features.call_timeline import LAST_FRAMES, SETUP, WAIT
 from lifecycle.errors import LifecycleError
-from lifecycle.features.lessons import engine_wait_sentence
+from lifecycle.lessons.home import engine_wait_sentence
 from lifecycle.stages.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey

@@ -5,7 +5,7 @@ import streamlit as st
 
 from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
-from lifecycle.features.lessons import ninety_percent_sentence, probability_mass_sentence, tokens_to_reach
+from lifecycle.lessons.next_token import ninety_percent_sentence, probability_mass_sentence, tokens_to_reach
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page

@@ -17,7 +17,7 @@ from charts.live_replay import stream_replay_data
 from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.errors import LifecycleError
 from lifecycle.features.guardrail import FINISH_REASON, Guardrail, check_seconds, parse_guardrail
-from lifecycle.features.lessons import gaps_sentence, stream_gaps, ttft_sentence
+from lifecycle.lessons.streaming import gaps_sentence, stream_gaps, ttft_sentence
 from lifecycle.stages.completion import build_response, new_completion_id
 from lifecycle.stages.streaming import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
 from lifecycle.stages.vocabulary import show_token

@@ -14,7 +14,7 @@ import streamlit as st
 
 from charts.structured import mask_figure
 from lifecycle.errors import LifecycleError
-from lifecycle.features.lessons import mask_sentence
+from lifecycle.lessons.structured_output import mask_sentence
 from lifecycle.features.structured import StructuredRun, follow_call
 from lifecycle.features.tools import output_rules
 from lifecycle.stages.vocabulary import show_token

@@ -1,6 +1,6 @@
 """The Agents page's sentences: each turn of phrase on both sides of its threshold."""
 
-from lifecycle.features.agent_lessons import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
+from lifecycle.lessons.agent import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
 
 
 def test_the_tendency_sentence_follows_the_counts():

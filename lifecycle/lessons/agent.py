@@ -1,5 +1,5 @@
-"""The sentences the Agents page states, each chosen by the run's own numbers (pure: numbers in,
-Markdown out), so tests can put numbers on both sides of every turn of phrase."""
+"""The Agents page's lessons: the tool loop, the system prompt as a tendency, a rule hidden in a document,
+and temperature 0's roads, each chosen by the run's own numbers."""
 
 from __future__ import annotations
 
