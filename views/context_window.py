@@ -15,7 +15,7 @@ from lifecycle.stages.context_window import (
     truncate_oldest_turns,
 )
 from lifecycle.errors import LifecycleError
-from lifecycle.lessons.context_window import budget_lesson, overflow_demo_sentence, window_sentence
+from lifecycle.lessons.context_window import budget_lesson, overflow_demo_sentence, truncation_lesson, window_sentence
 from ui.frame import lesson, loaded_model, stage_page
 
 MAX_TEMPLATE_CHARS = 6_000
@@ -124,13 +124,8 @@ def overflow_demo(settings) -> None:
         st.warning(f"{error.message} An API would answer 400 context_length_exceeded here.")
         st.plotly_chart(budget_chart([("before", before)]), width="stretch", theme=None)
         return
-    lesson(
-        f"The conversation overflows the {window:,}-token window by **{before.overflow:,} tokens**. "
-        f"Dropping the oldest turns first (`{cut.strategy}`) removes **{len(cut.dropped)} of "
-        f"{len(full.history)} history messages**; the prompt shrinks to {cut.budget.prompt_tokens:,} tokens "
-        f"and {cut.budget.free:,} stay free. The system prompt and the new message are always kept, and the "
-        "model simply never sees what was dropped."
-    )
+    lesson(truncation_lesson(window, before.overflow, cut.strategy, len(cut.dropped), len(full.history),
+                             cut.budget.prompt_tokens, cut.budget.free))
     st.plotly_chart(budget_chart([("before", before), ("after truncation", cut.budget)]), width="stretch", theme=None)
     st.markdown("**Dropped messages** (oldest first)")
     st.table(pd.DataFrame(cut.dropped, columns=["role", "content"]))

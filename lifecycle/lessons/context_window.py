@@ -36,3 +36,16 @@ def budget_lesson(model_name: str, prompt: RenderedPrompt, budget: ContextBudget
         f"newlines){around}. With max_tokens = {budget.output_reserve:,} reserved for the answer, of the "
         f"{budget.window:,}-token window {fit}. Every call resends all of it: the API keeps no state."
     )
+
+
+def truncation_lesson(window: int, overflow: int, strategy: str, dropped: int, history: int, prompt_tokens: int,
+                      free: int) -> str:
+    """The overflow demo's lesson: by how much the conversation overflows the window, and what dropping the
+    oldest turns (``strategy``, the truncation's name) removed of its ``history`` messages and left free."""
+    return (
+        f"The conversation overflows the {window:,}-token window by **{overflow:,} tokens**. "
+        f"Dropping the oldest turns first (`{strategy}`) removes **{dropped} of "
+        f"{history} history messages**; the prompt shrinks to {prompt_tokens:,} tokens "
+        f"and {free:,} stay free. The system prompt and the new message are always kept, and the "
+        "model simply never sees what was dropped."
+    )

@@ -16,3 +16,20 @@ def mask_sentence(allowed: Sequence[int], overruled: int, vocabulary: int) -> st
     span = (f"exactly **{low:,}**" if low == high else f"between **{low:,}** and **{high:,}**")
     return (f"At every step the grammar mask let through {span} of the {vocabulary:,} tokens; **{forced}** step{'s' * (forced != 1)} had exactly one allowed "
             f"token, and at **{overruled}** step{'s' * (overruled != 1)} the model's own favourite was masked out.")
+
+
+def structured_lesson(tool_tokens: int, schema_tokens: int, allowed: Sequence[int], overruled: int, vocabulary: int,
+                      finish_reason: str) -> str:
+    """The page's lesson: what the tools or the schema cost in prompt tokens, the answer's steps (``allowed``
+    holds each step's count of tokens the mask let through), what the mask did (``mask_sentence``) and why
+    it stopped."""
+    cost = (f"The tool definitions cost **{tool_tokens:,} prompt tokens** on every call that carries them. "
+            if tool_tokens else
+            f"The schema costs no prompt tokens here: the grammar alone enforces it (written into the prompt it "
+            f"would cost **{schema_tokens:,}**). ")
+    steps = len(allowed)
+    return (
+        cost + f"The answer took **{steps} token{'s' * (steps != 1)}**. "
+        + mask_sentence(allowed, overruled, vocabulary)
+        + f" finish_reason: **{finish_reason}**."
+    )
