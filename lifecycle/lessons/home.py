@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from lifecycle.lessons.words import and_joined, milliseconds
+from lifecycle.lessons.words import and_joined, milliseconds, ms
 
 
 def engine_wait_sentence(waited: float, ahead: Sequence[str], jobs_ahead: int) -> str:
@@ -22,3 +22,20 @@ def engine_wait_sentence(waited: float, ahead: Sequence[str], jobs_ahead: int) -
                 "was in the engine when it arrived.")
     return (f"This prompt **waited {milliseconds(waited)} for the engine** before the model started on it: "
             f"when it arrived the engine already held {and_joined(held)} (see Live calls).")
+
+
+def home_lesson(call_seconds: float, tokenization: float, detokenization: float, prompt_tokens: int, steps: int,
+                model_seconds: float, inspection: float) -> str:
+    """The Home page's lesson: the call's time on this machine, the stages before and after it, the model's
+    own part (prefill and decode), and the inspection pass that is not part of the call."""
+    return (
+        f"Your prompt's call took **{ms(call_seconds)}** on this machine's CPU, from the server starting "
+        "on it to the last server-sent event (the Streaming page's clock). Building the request, "
+        f"tokenizing ({ms(tokenization)}) and applying the chat template took milliseconds before that, "
+        f"detokenizing ({ms(detokenization)}) after; the model's own work — the prefill of "
+        f"{prompt_tokens} prompt tokens and {steps} decode steps — took "
+        f"**{ms(model_seconds)}**. This app also runs one **inspection pass** ({ms(inspection)}) to "
+        "capture attention for its pages; a normal API call skips it, so it starts only once the generation has "
+        "finished and is not part of the call's times. Every page follows **the same prompt** through one stage; "
+        "the sidebar sets it once and the URL carries it, so a copied link reopens the same page with the same prompt."
+    )

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lifecycle.lessons.words import and_joined, milliseconds
+from lifecycle.lessons.words import and_joined, milliseconds, ms
+from lifecycle.stages.streaming import StreamMetrics
 
 # Two frames this close together (seconds) arrived together; their steps ended further apart than
 # twice that gap when the reader delivered them late.
@@ -95,3 +96,20 @@ def gaps_sentence(gaps: list[Gap] | None) -> str:
                  f"{milliseconds(worst.step_seconds)} apart: the tokens were made one per step, but the server's "
                  "reader picked them up late and sent them together (delivery batching), so the gap before was longer.")
     return text
+
+
+def streaming_lesson(events: int, contents: int, usage_chunk: bool, metrics: StreamMetrics, prompt_tokens: int,
+                     setup: float, waited: float, prefill: float) -> str:
+    """The Streaming page's lesson: the events the answer came as, when the first text arrived and what that
+    time was made of (``ttft_sentence``), the mean gap and the rate after it, and the non-streaming wait."""
+    made_of = ttft_sentence(metrics.ttft, prompt_tokens, setup, waited, prefill)
+    gaps = metrics.inter_token
+    gap = ms(sum(gaps) / len(gaps)) if gaps else "n/a"
+    return (
+        f"With `stream: true` the answer came as **{events} server-sent events**, each a `data:` line sent the "
+        f"moment it existed: a role chunk, **{contents} content deltas**, a finish chunk"
+        f"{', a usage chunk' if usage_chunk else ''} and `[DONE]`. The first text reached the client "
+        f"after **{ms(metrics.ttft)}** ({made_of}), then a new piece every **{gap}** on average "
+        f"(**{metrics.tokens_per_second:,.1f} tokens/s**), while a non-streaming client waited "
+        f"**{ms(metrics.total_seconds)}** for anything at all."
+    )

@@ -25,6 +25,15 @@ def share_in_words(share: float) -> str:
     return f"more than {words}" if share > value else f"less than {words}"
 
 
+def ms(seconds: float | None) -> str:
+    """A duration as the pages show it: "0.42 ms", "218.4 ms", "12.3 s"; "–" when there is none."""
+    if seconds is None:
+        return "–"
+    if seconds < 0.001:
+        return f"{seconds * 1000:.2f} ms"
+    return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
 def milliseconds(seconds: float) -> str:
     """A duration as the number-choosing sentences write it, always in ms: "237.3 ms"."""
     return f"{seconds * 1000:,.1f} ms"

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lifecycle.lessons.streaming import Gap, gaps_sentence, stream_gaps, ttft_sentence
+from lifecycle.lessons.streaming import Gap, gaps_sentence, stream_gaps, streaming_lesson, ttft_sentence
+from lifecycle.stages.streaming import StreamMetrics
 
 
 def test_ttft_is_mostly_the_prefill_only_above_half():
@@ -54,3 +55,14 @@ def test_a_frame_is_delivered_together_only_when_its_step_ended_later():
     assert Gap(0.0005, 0.040, 1, False).delivered_together
     assert not Gap(0.0005, 0.001, 1, False).delivered_together  # the steps themselves were that close
     assert not Gap(0.030, 0.040, 1, False).delivered_together
+
+
+def test_the_streaming_lesson_counts_the_events_and_times_the_stream():
+    metrics = StreamMetrics(ttft=0.3, inter_token=[0.040, 0.050], tokens_per_second=22.2, total_seconds=1.2)
+    text = streaming_lesson(9, 5, True, metrics, 37, 0.01, 0.02, 0.2)
+    assert "**9 server-sent events**" in text and "**5 content deltas**, a finish chunk, a usage chunk and" in text
+    assert "after **300.0 ms** (time to first token: mostly the prefill of 37 prompt tokens, 200.0 ms (67%))" in text
+    assert "a new piece every **45.0 ms** on average (**22.2 tokens/s**)" in text
+    assert "a non-streaming client waited **1,200.0 ms** for anything at all." in text
+    alone = streaming_lesson(4, 1, False, StreamMetrics(0.3, [], 0.0, 0.3), 37, 0.01, 0.02, 0.2)
+    assert "usage chunk" not in alone and "every **n/a** on average" in alone
