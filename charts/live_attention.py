@@ -13,9 +13,10 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
+
+from lifecycle.lessons.attention import AttentionFocus
 
 LIVE_BUDGET_BYTES = 2 * 1024 * 1024  # the encoded weights before base64 (base64 adds a third)
 CODE_MAX = 65535
@@ -51,17 +52,6 @@ def decoded_triangles(payload: str, layers: int, heads: int, n: int) -> np.ndarr
     return full
 
 
-@dataclass(frozen=True)
-class AttentionFocus:
-    """Where the last token looks hardest, leaving out the first token and the token itself."""
-
-    layer: int
-    head: int
-    key: int  # index into the maps' tokens
-    weight: float
-    sink_share: float  # the mean weight on the maps' first token, over every layer, head and query
-
-
 def attention_focus(stacked: np.ndarray) -> AttentionFocus:
     """The strongest (layer, head, key) of the last query row of (layers, heads, n, n) maps; with two
     tokens or fewer nothing is left out."""
@@ -71,17 +61,6 @@ def attention_focus(stacked: np.ndarray) -> AttentionFocus:
     layer, head, key = np.unravel_index(int(last.argmax()), last.shape)
     return AttentionFocus(int(layer), int(head), int(key) + skip, float(last[layer, head, key]),
                           float(stacked[..., 0].mean()))
-
-
-def attention_lesson(focus: AttentionFocus, tokens: int, first: str, last: str, strongest: str) -> str:
-    """The page's two sentences with this run's numbers; ``first``, ``last`` and ``strongest`` are tokens
-    already quoted for Markdown."""
-    return (
-        f"Each of the **{tokens} tokens** gathers information from itself and the tokens before it: each row of "
-        f"a map below is one token's attention and sums to 1. Here {focus.sink_share:.0%} of all attention lands "
-        f"on the first token {first}; leaving that and itself aside, the last token {last} attends most to "
-        f"{strongest} (**{focus.weight:.0%}**, layer {focus.layer}, head {focus.head}, shown first)."
-    )
 
 
 def live_attention_data(

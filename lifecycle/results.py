@@ -26,13 +26,11 @@ import threading
 import time
 from concurrent import futures
 from collections.abc import Hashable
-from dataclasses import dataclass
 
 from lifecycle.engine import origin
 
 from lifecycle.stages.generation import Generation, generate
 from lifecycle.journey import (
-    Answer,
     Inspection,
     Journey,
     JourneyInput,

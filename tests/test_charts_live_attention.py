@@ -1,5 +1,5 @@
 """The Attention page's live maps: the browser gets every layer's and head's causal weights, exact to
-1/65535, within a stated budget; the lesson's numbers are the maps' own."""
+1/65535, within a stated budget; the focus the lesson states is found in the maps themselves."""
 
 import base64
 import json
@@ -10,7 +10,6 @@ import pytest
 from charts.live_attention import (
     CODE_MAX,
     attention_focus,
-    attention_lesson,
     decoded_triangles,
     live_attention_data,
     live_limit_note,
@@ -72,6 +71,3 @@ def test_focus_leaves_out_the_first_token_and_the_query_itself():
     focus = attention_focus(maps)
     assert (focus.layer, focus.head, focus.key) == (1, 0, 2) and focus.weight == pytest.approx(0.3)
     assert focus.sink_share == pytest.approx((2 * 2 * 4 - 0.5) / 16)
-    text = attention_lesson(focus, 4, "'a'", "'d'", "'c'")
-    assert "**4 tokens**" in text and "97% of all attention" in text
-    assert "'c' (**30%**, layer 1, head 0" in text

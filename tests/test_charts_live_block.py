@@ -1,12 +1,12 @@
 """The Forward pass page's live block: every layer's steps and each head's strongest keys, a bounded payload,
-the browser's view checked before use, and a lesson with the stack's own numbers."""
+and the browser's view checked before use."""
 
 import json
 
 import numpy as np
 import pytest
 
-from charts.live_block import TOP_KEYS, block_lesson, block_view_sent, live_block_data, top_keys
+from charts.live_block import TOP_KEYS, block_view_sent, live_block_data, top_keys
 
 STEPS = ["Block input x", "RMSNorm", "Scores", "+ residual (block output)"]
 SHAPES = [(5, 576), (5, 576), (9, 5, 5), (5, 576)]
@@ -57,11 +57,3 @@ def test_top_keys_never_picks_a_masked_key_and_breaks_ties_by_position():
 ])
 def test_only_a_view_of_this_model_is_taken_from_the_browser(sent, expected):
     assert block_view_sent(sent, 30, 9) == expected
-
-
-def test_the_lesson_names_the_largest_addition_and_the_streams_ends():
-    text = block_lesson(37, 30, "'↵'", 36, [3.0, 10.0, 802.44], [30.9, 2.0], [43.9, 1062.3])
-    assert "**37 tokens**" in text and "**30 blocks**" in text and "'↵' (position 36)" in text
-    assert "from 3.0 (the embedding) to 802.4 after the last block" in text
-    assert "layer 1's MLP (length 1,062.3)" in text
-    assert "layer 0's attention (length 50.0)" in block_lesson(3, 2, "'a'", 2, [1, 2, 3], [50.0, 1.0], [2.0, 3.0])

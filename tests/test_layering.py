@@ -115,6 +115,30 @@ def test_a_stage_has_one_name_in_every_layer():
         assert (ROOT / "tests" / f"test_{name}.py").is_file(), name
 
 
+
+def test_a_pages_lesson_is_named_like_the_page():
+    """A page's lesson sentences live in lifecycle/lessons/ under the page's name (lifecycle/lessons/next_token.py
+    for views/next_token.py, tested in tests/lessons/test_next_token.py) beside their shared wording (words), and
+    the page states each lesson with one of them, ``lesson(next_token_lesson(...))``: no sentence is built in a view."""
+    views = {path.stem for path in (ROOT / "views").glob("*.py")}
+    lessons = {path.stem for path in (ROOT / "lifecycle" / "lessons").glob("*.py")} - {"__init__"}
+    assert "words" in lessons
+    lessons.discard("words")
+    assert lessons <= views, sorted(lessons - views)
+    for name in sorted(lessons | {"words"}):
+        assert (ROOT / "tests" / "lessons" / f"test_{name}.py").is_file(), name
+    for view in sorted(views):
+        tree = ast.parse((ROOT / "views" / f"{view}.py").read_text())
+        own = {alias.asname or alias.name for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module == f"lifecycle.lessons.{view}" for alias in node.names}
+        calls = [node for node in ast.walk(tree)
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "lesson"]
+        assert calls, f"views/{view}.py states no lesson"
+        for call in calls:
+            text = call.args[0]
+            assert isinstance(text, ast.Call) and isinstance(text.func, ast.Name) and text.func.id in own, (
+                f"views/{view}.py:{call.lineno}: lesson() takes a function of lifecycle/lessons/{view}.py")
+
 def test_the_public_names_are_imported_on_first_use():
     import subprocess
     import sys

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
+from lifecycle.lessons import words
 from lifecycle.stages.vocabulary import show_token
+
+ms = words.ms  # a duration: one format for the pages and their lessons (lifecycle/lessons/words.py)
 
 MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()<>#+-.!|~:$=\"'&@%^")
 
@@ -61,12 +64,3 @@ def safe_markdown(text: str) -> str:
         part = _LINK.sub(link, part)
         parts[index] = _BARE.sub(lambda m: literal(m.group(0)), part)
     return "".join(parts)
-
-
-def ms(seconds: float | None) -> str:
-    """A duration: "0.42 ms", "218.4 ms", "12.3 s"; "–" when there is none."""
-    if seconds is None:
-        return "–"
-    if seconds < 0.001:
-        return f"{seconds * 1000:.2f} ms"
-    return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"

@@ -3,7 +3,7 @@ temperature 0's different roads, and the guardrail that lives outside the model.
 
 The loop runs through lifecycle.features.agent, the measurements through lifecycle.features.injection and
 lifecycle.features.determinism (every model call an engine request or job); the sentences come from
-lifecycle.features.agent_lessons, chosen by this run's numbers.
+lifecycle.lessons.agent, chosen by this run's numbers.
 """
 
 import json
@@ -13,7 +13,8 @@ import streamlit as st
 
 from charts.agent import compliance_figure, roads_figure
 from lifecycle.features.agent import LOCAL_TOOLS, MAX_ROUNDS, AgentRun, engine_send, run_agent
-from lifecycle.features.agent_lessons import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
+from lifecycle.lessons.agent import (agent_loop_lesson, injection_sentence, roads_sentence, summation_sentence,
+                                     tendency_sentence)
 from lifecycle.stages.context_window import render_messages
 from lifecycle.features.determinism import DeterminismRun, compare_roads
 from lifecycle.errors import LifecycleError
@@ -26,8 +27,6 @@ from ui.tables import fitted_table
 AGENT_MAX_TOKENS = 64
 AGENT_ROUNDS = 3
 DRAWS = 12
-OUTCOMES = {"answered": "ended with a text answer", "cut_off": "ended when max_tokens cut the answer off",
-            "round_limit": "reached its round limit still calling tools, without an answer"}
 
 
 @per_prompt_cache
@@ -47,23 +46,14 @@ def _roads(messages_json: str, _loaded) -> DeterminismRun:
 
 def _agent_loop(messages: list[dict], loaded) -> None:
     st.subheader("The agent loop: call, run the tool, call again", anchor=False)
-    tool_names = ", ".join(f"`{tool.name}`" for tool in LOCAL_TOOLS)
     rounds = st.number_input("Round limit", 1, MAX_ROUNDS, AGENT_ROUNDS, key="agent_rounds")
     with st.spinner("Running the loop…", show_time=True):
         run = _agent(json.dumps(messages), int(rounds), loaded)
     first, last = run.rounds[0], run.rounds[-1]
     calls = sum(len(r.reply.tool_calls) for r in run.rounds)
     errors = sum("error" in result for r in run.rounds for result in r.tool_results)
-    growth = (f" Round {last.index} re-sent **{last.prompt_tokens:,} prompt tokens** for round 1's "
-              f"**{first.prompt_tokens:,}**, **{last.cached_tokens:,}** of them served by the prefix cache."
-              if len(run.rounds) > 1 else "")
-    lesson(
-        f"The loop made **{len(run.rounds)} call{'s' * (len(run.rounds) != 1)}** of the model and "
-        f"{OUTCOMES[run.outcome]}. The program ran **{calls} tool call{'s' * (calls != 1)}** here "
-        f"({errors} answered with an error) and sent each result back as a `tool` message.{growth} "
-        f"The model is stateless: every round sends the whole messages array again. Tools: {tool_names}; "
-        "the first round must call one (tool_choice required), later rounds may answer (auto)."
-    )
+    lesson(agent_loop_lesson(len(run.rounds), run.outcome, calls, errors, [tool.name for tool in LOCAL_TOOLS],
+                             first.prompt_tokens, last.prompt_tokens, last.cached_tokens))
     rows = [{"round": r.index, "messages sent": len(r.messages), "prompt tokens": r.prompt_tokens,
              "cached tokens": r.cached_tokens, "finish_reason": r.reply.finish_reason,
              "tool call": "; ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in r.reply.tool_calls),

@@ -7,7 +7,8 @@ from lifecycle.stages.vocabulary import show_token
 
 from charts.attention import attention_bars, attention_heatmap, attention_mosaic, logit_lens_chart
 from charts.embeddings import token_labels
-from charts.live_attention import attention_focus, attention_lesson, live_attention_data, live_limit_note
+from charts.live_attention import attention_focus, live_attention_data, live_limit_note
+from lifecycle.lessons.attention import attention_lesson
 from lifecycle.stages.forward_pass import ForwardPass, run_forward, token_text
 from ui.frame import lesson, loaded_model, stage_page
 from ui.tables import fitted_table

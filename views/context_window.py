@@ -8,7 +8,6 @@ import streamlit as st
 from charts.context_window import BUDGET_PARTS, PART_LABELS, budget_chart
 from lifecycle.stages.context_window import (
     CONTEXT_WINDOWS,
-    ContextBudget,
     Conversation,
     RenderedPrompt,
     context_budget,
@@ -16,7 +15,7 @@ from lifecycle.stages.context_window import (
     truncate_oldest_turns,
 )
 from lifecycle.errors import LifecycleError
-from lifecycle.features.lessons import overflow_demo_sentence, window_sentence
+from lifecycle.lessons.context_window import budget_lesson, overflow_demo_sentence, truncation_lesson, window_sentence
 from ui.frame import lesson, loaded_model, stage_page
 
 MAX_TEMPLATE_CHARS = 6_000
@@ -125,32 +124,13 @@ def overflow_demo(settings) -> None:
         st.warning(f"{error.message} An API would answer 400 context_length_exceeded here.")
         st.plotly_chart(budget_chart([("before", before)]), width="stretch", theme=None)
         return
-    lesson(
-        f"The conversation overflows the {window:,}-token window by **{before.overflow:,} tokens**. "
-        f"Dropping the oldest turns first (`{cut.strategy}`) removes **{len(cut.dropped)} of "
-        f"{len(full.history)} history messages**; the prompt shrinks to {cut.budget.prompt_tokens:,} tokens "
-        f"and {cut.budget.free:,} stay free. The system prompt and the new message are always kept, and the "
-        "model simply never sees what was dropped."
-    )
+    lesson(truncation_lesson(window, before.overflow, cut.strategy, len(cut.dropped), len(full.history),
+                             cut.budget.prompt_tokens, cut.budget.free))
     st.plotly_chart(budget_chart([("before", before), ("after truncation", cut.budget)]), width="stretch", theme=None)
     st.markdown("**Dropped messages** (oldest first)")
     st.table(pd.DataFrame(cut.dropped, columns=["role", "content"]))
     st.markdown("**Kept history**")
     st.table(pd.DataFrame(cut.conversation.history, columns=["role", "content"]))
-
-
-def budget_lesson(model_name: str, prompt: RenderedPrompt, budget: ContextBudget, message_tokens: int) -> str:
-    tokens = {s.name: s.tokens for s in prompt.segments}
-    around = "".join(f", {count:,} for the {name}" for name, count in tokens.items()
-                     if name not in ("template", "new message"))
-    fit = (f"**{budget.free:,} tokens stay free** ({100 * budget.free / budget.window:.1f}% of it)"
-           if budget.fits else f"it **overflows by {budget.overflow:,} tokens**")
-    return (
-        f"Your message is {message_tokens:,} tokens, but {model_name} receives **{budget.prompt_tokens:,}**: "
-        f"the chat template adds {tokens['template']:,} tokens of overhead (special markers, role names, "
-        f"newlines){around}. With max_tokens = {budget.output_reserve:,} reserved for the answer, of the "
-        f"{budget.window:,}-token window {fit}. Every call resends all of it: the API keeps no state."
-    )
 
 
 def render() -> None:

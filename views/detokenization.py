@@ -11,7 +11,7 @@ import streamlit as st
 from charts.detokenization import bytes_per_token
 from charts.sampling import token_label
 from lifecycle.stages.detokenization import DetokenizedStep, detokenize
-from lifecycle.features.lessons import detokenized_sentence
+from lifecycle.lessons.detokenization import detokenized_sentence
 from lifecycle.stages.vocabulary import show_token, token_display
 from lifecycle.stages.streaming import assemble
 from lifecycle.stages.tokenization import encode_plain

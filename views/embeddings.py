@@ -7,7 +7,7 @@ from charts.theme import DIVERGING_MEANING
 from charts.embeddings import embedding_strip, pca_map, similarity_matrix, token_labels
 from lifecycle.errors import LifecycleError
 from lifecycle.stages.forward_pass import cosine_similarity_matrix, embed_words, pca_2d, pca_share, token_text
-from lifecycle.features.lessons import embedding_sentence, pca_sentence
+from lifecycle.lessons.embeddings import embedding_sentence, pca_sentence
 from ui.cache import inspected_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 from ui.text import quoted

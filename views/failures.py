@@ -27,6 +27,7 @@ from lifecycle.faults.patterns import (
 from lifecycle.faults.plan import LABELS, MAX_CUT_AFTER, MAX_DELAY, MAX_FAILURES, MAX_RETRY_AFTER, Fault, FaultPlan
 from lifecycle.journey import journey_request
 from lifecycle.api.demo import DemoGateway
+from lifecycle.lessons.failures import failures_lesson
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.tables import fitted_table
 from ui.text import literal, ms
@@ -323,13 +324,7 @@ def render() -> None:
         model = loaded_model()
         policy = SdkRetryPolicy()
         low, high = policy.backoff_bounds(0)
-        lesson(
-            f"An LLM call is an HTTP request to a remote service, and it fails like one. The official openai SDK "
-            f"(version {policy.version}) retries a failed attempt **{policy.default_max_retries} times** by default, "
-            f"sleeping {low:.3f}–{high:.3f} s before the first retry and twice as long before each next one (up to "
-            f"{policy.max_delay:g} s), or exactly what a 429's `retry-after` asks. A 400 or 401 it never retries. Pick a "
-            "fault, send your sidebar's prompt through it, and watch every attempt the gateway receives."
-        )
+        lesson(failures_lesson(policy.version, policy.default_max_retries, low, high, policy.max_delay))
         payload = journey_request(settings.journey_input(), model=model.name).to_payload()
         prompt_tokens = len(render_messages(payload["messages"]).ids)
         max_tokens = min(int(payload.get("max_tokens") or MAX_ANSWER_TOKENS), MAX_ANSWER_TOKENS)

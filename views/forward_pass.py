@@ -14,7 +14,7 @@ import streamlit as st
 
 from charts.attention import logit_lens_chart
 from charts.embeddings import token_labels
-from charts.live_block import block_lesson, block_view_sent, live_block_data
+from charts.live_block import block_view_sent, live_block_data
 from charts.forward_pass import (
     rope_rotation,
     scores_and_weights,
@@ -23,6 +23,7 @@ from charts.forward_pass import (
     top_neuron_bars,
     vector_rows,
 )
+from lifecycle.lessons.forward_pass import block_lesson
 from lifecycle.stages.block import ForwardTrace, block_flow, lens_guesses, open_block, rope_pair
 from lifecycle.stages.forward_pass import token_text
 from lifecycle.model import LoadedModel

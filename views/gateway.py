@@ -20,6 +20,7 @@ from lifecycle.api.demo import DEMO_KEY_NAME, DemoAnswer, DemoGateway
 from lifecycle.api.exchange import new_request_id
 from lifecycle.api.ratelimit import RateLimiter
 from lifecycle.api.routes import default_server
+from lifecycle.lessons.gateway import gateway_lesson
 from ui.cache import cached_journey
 from ui.deployment import local_only
 from ui.frame import lesson, stage_page
@@ -202,14 +203,7 @@ def render() -> None:
     with stage_page("gateway") as settings:
         journey = cached_journey(settings)
         usage = journey.response["usage"]
-        cost = usage["prompt_tokens"] + journey.input.max_tokens
-        lesson(
-            f"Before the model sees a single token, the gateway decides: is the key valid (401 if not), does the "
-            f"key's bucket hold **1 request** and **{cost:,} tokens** for this call (its {usage['prompt_tokens']:,} "
-            f"prompt tokens plus max_tokens {journey.input.max_tokens:,}, reserved up front; 429 if not), which "
-            f"backend serves **{journey.model_name}** (404 for a model nobody serves), and then it writes the call "
-            "to the log under the key's name. Send the request below and watch each decision."
-        )
+        lesson(gateway_lesson(usage["prompt_tokens"], journey.input.max_tokens, journey.model_name))
         _demo_call(journey, settings)
         _limit_demo(journey)
         _own_calls()

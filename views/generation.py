@@ -13,7 +13,7 @@ from charts.generation import alternatives_figure, steps_figure
 from charts.live_replay import HOW_CHOSEN, generation_replay_data, how_chosen
 from charts.logprobs import steps_logprob_figure
 from lifecycle.stages.generation import Generation, GenerationStep
-from lifecycle.features.lessons import generation_sentence
+from lifecycle.lessons.generation import generation_sentence
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import answered_prompt, journey_results
 from ui.frame import lesson, stage_page

@@ -7,6 +7,7 @@ import streamlit as st
 from charts.next_token import candidate_bars
 from lifecycle.errors import LifecycleError
 from lifecycle.features.guess import POINTS_BY_RANK, round_options, score_guess, score_token
+from lifecycle.lessons.guess import guess_lesson
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import inspected_prompt
 from ui.frame import lesson, loaded_model, presenting, show_text, stage_page
@@ -31,15 +32,6 @@ def next_round() -> None:
 
 def restart() -> None:
     st.session_state[STATE] = {"round": 0, "results": []}
-
-
-def points_rule() -> str:
-    parts, previous = [], 0
-    for best, points in POINTS_BY_RANK:
-        ranks = f"rank {best}" if best == previous + 1 else f"ranks {previous + 1}–{best}"
-        parts.append(f"{ranks}: {points}")
-        previous = best
-    return "; ".join(parts) + "; lower: 0"
 
 
 def show_final(results: list) -> None:
@@ -107,12 +99,7 @@ def render() -> None:
         prompts = (settings.prompt, *FIXED_ROUNDS)
         state = game()
         best_points = POINTS_BY_RANK[0][1]
-        lesson(
-            f"A game for a class, {len(prompts)} rounds. Each round shows a prompt; before anything is revealed, every "
-            "player guesses the **first token of the model's answer**, on their own device. Then the model's real "
-            f"next-token distribution (the same one the Next token page shows) says how your guess ranked among all "
-            f"{loaded_model().vocab_size:,} tokens. Points by rank: {points_rule()}."
-        )
+        lesson(guess_lesson(len(prompts), loaded_model().vocab_size, POINTS_BY_RANK))
         results = state["results"]
         score = f"{sum(r.points for r in results)} / {best_points * len(prompts)}"
         if presenting():  # one line on a projector, so the round's options are on the first screen

@@ -5,7 +5,7 @@ import streamlit as st
 
 from charts.handout import handout_document
 from lifecycle.stages.forward_pass import token_text
-from lifecycle.features.handout import handout_lesson
+from lifecycle.lessons.handout import handout_lesson
 from lifecycle.journey import Journey
 from lifecycle.stages.kv_cache import KVCacheShape
 from lifecycle.model import LoadedModel

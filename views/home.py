@@ -5,7 +5,7 @@ import streamlit as st
 from charts.journey import latency_waterfall
 from lifecycle.features.call_timeline import LAST_FRAMES, SETUP, WAIT
 from lifecycle.errors import LifecycleError
-from lifecycle.features.lessons import engine_wait_sentence
+from lifecycle.lessons.home import engine_wait_sentence, home_lesson
 from lifecycle.stages.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey
@@ -73,17 +73,8 @@ def stage_lines(journey, model) -> dict[str, str]:
 def _lesson(journey) -> None:
     time = {t.stage: t.seconds for t in journey.timings}
     model_time = journey.generation.prefill_seconds + journey.generation.decode_seconds
-    lesson(
-        f"Your prompt's call took **{ms(journey.call[-1].end)}** on this machine's CPU, from the server starting "
-        "on it to the last server-sent event (the Streaming page's clock). Building the request, "
-        f"tokenizing ({ms(time['tokenization'])}) and applying the chat template took milliseconds before that, "
-        f"detokenizing ({ms(time['detokenization'])}) after; the model's own work — the prefill of "
-        f"{len(journey.rendered.ids)} prompt tokens and {len(journey.generation.steps)} decode steps — took "
-        f"**{ms(model_time)}**. This app also runs one **inspection pass** ({ms(time['inspection pass'])}) to "
-        "capture attention for its pages; a normal API call skips it, so it starts only once the generation has "
-        "finished and is not part of the call's times. Every page follows **the same prompt** through one stage; "
-        "the sidebar sets it once and the URL carries it, so a copied link reopens the same page with the same prompt."
-    )
+    lesson(home_lesson(journey.call[-1].end, time["tokenization"], time["detokenization"], len(journey.rendered.ids),
+                       len(journey.generation.steps), model_time, time["inspection pass"]))
 
 
 def _small_model_note(model) -> None:

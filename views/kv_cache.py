@@ -5,7 +5,7 @@ import streamlit as st
 from charts.kv_cache import MIB, cache_growth, latency_chart, turns_chart
 from charts.live_replay import kv_growth_data
 from lifecycle.engine import shared_engine
-from lifecycle.features.lessons import cache_against_weights, kv_cache_sentence, prefill_in_ttft
+from lifecycle.lessons.kv_cache import cache_against_weights, kv_cache_sentence, prefill_in_ttft
 from lifecycle.stages.kv_cache import CacheMeasurement, KVCacheShape, LatencyPoint, cache_report, latency_report
 from lifecycle.model import LoadedModel
 from lifecycle.features.multiturn import TurnUsage, replay_turns

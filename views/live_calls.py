@@ -32,6 +32,7 @@ from lifecycle.api.calllog import CallLog, CallRecord
 from lifecycle.api.endpoints import ApiServer
 from lifecycle.api.keys import KEYS_ENV
 from lifecycle.api.routes import default_server
+from lifecycle.lessons.live_calls import live_calls_lesson
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.api.serving import live_calls, model_status
 from lifecycle.stages.vocabulary import show_token, token_bytes
@@ -303,17 +304,7 @@ def render() -> None:
         reader = _reader(server)
         records = log.recent(RECENT, key_name=reader.only_key) if reader.sees_any else []
         answered = sum(record.outcome == "ok" for record in records)
-        whose = "every key's" if reader.sees_all else "your key's"
-        logged = (
-            f"The call log shows **{len(records)}** of {whose} recent calls: **{answered}** answered, "
-            f"**{len(records) - answered}** refused, cancelled or failed."
-            if records else f"It holds none of {whose} calls yet."
-        )
-        lesson(
-            "This app also serves an OpenAI-compatible API at `/v1`, from the same process and the same model. "
-            f"{logged} Every call is kept with its whole journey, so the stages the other pages simulate can be "
-            "seen here on a real request from a real client."
-        )
+        lesson(live_calls_lesson(len(records), answered, reader.sees_all))
         if not presenting():
             _key_box(reader)
         st.session_state["live_calls_seen"] = _signature(log, reader)

@@ -5,7 +5,7 @@ import streamlit as st
 
 from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
-from lifecycle.features.lessons import ninety_percent_sentence, probability_mass_sentence, tokens_to_reach
+from lifecycle.lessons.next_token import next_token_lesson
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
@@ -22,18 +22,8 @@ def render() -> None:
         best = top[0]
         vocab = dist.probs.size
         probabilities = dist.probs.tolist()
-        half, _ = tokens_to_reach(probabilities, 0.5)
-        ninety, held = tokens_to_reach(probabilities, 0.9)
-        effective = 2 ** dist.entropy_bits
-        lesson(
-            f"After reading all {len(prepared.rendered.ids)} prompt tokens, the model's last position ends in "
-            f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
-            f"that add up to 1. The most likely next token is {quoted(best.text)} at **{best.probability:.1%}**. "
-            f"{probability_mass_sentence(best.probability, half)}; {ninety_percent_sentence(ninety, held, vocab)}. "
-            f"The entropy is "
-            f"**{dist.entropy_bits:.2f} bits**: the model is as unsure as a fair choice among about "
-            f"**{effective:,.1f}** equally likely tokens."
-        )
+        lesson(next_token_lesson(len(prepared.rendered.ids), quoted(best.text), best.probability, probabilities,
+                                 dist.entropy_bits))
 
         left, right = st.columns(2)
         with left:

@@ -8,6 +8,7 @@ import streamlit as st
 from charts.request import resent_tokens_chart
 from lifecycle.stages.context_window import NEW_MESSAGE, render_messages
 from lifecycle.journey import journey_request
+from lifecycle.lessons.request import request_lesson
 from lifecycle.errors import LifecycleError
 from lifecycle.stages.request import EXTENSIONS
 from lifecycle.api.outbound import DEADLINE_SECONDS, send_chat_completion
@@ -286,13 +287,9 @@ def render() -> None:
         prepared, answer = answered_prompt(settings)
         usage = answer.response["usage"]
         with intro:
-            lesson(
-                f"Your settings became a JSON body of **{body_bytes:,} bytes** holding **{len(request.messages)} "
-                f"message(s)** and {len(request.to_payload()) - 2} parameters. The server turned those messages into "
-                f"**{usage['prompt_tokens']:,} prompt tokens** (chat template included) and answered with "
-                f"**{usage['completion_tokens']:,} tokens**, stopping with finish_reason "
-                f"**{answer.response['choices'][0]['finish_reason']}**."
-            )
+            parameters = len(request.to_payload()) - 2  # every field but model and messages
+            lesson(request_lesson(body_bytes, len(request.messages), parameters, usage["prompt_tokens"],
+                                  usage["completion_tokens"], answer.response["choices"][0]["finish_reason"]))
         responses, response, stateless, remote = st.tabs(["The Responses API", "The response", "Every turn sends it all",
                                                           "Send it for real"])
         with responses:

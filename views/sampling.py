@@ -38,6 +38,7 @@ from lifecycle.stages.sampling import (
     stage_effects,
 )
 from lifecycle.features.tools import output_rules
+from lifecycle.lessons.sampling import api_stages_lesson, what_if_lesson
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import prefilled_prompt
 from ui.frame import lesson, loaded_model, stage_page
@@ -182,15 +183,9 @@ def _presets() -> None:
 
 def _lesson(sampled: SampledDistribution, what_if: SamplingSettings, vocabulary: int) -> None:
     top = int(np.argmax(sampled.base_probs))
-    what = "greedy decoding (temperature 0)" if sampled.greedy else (
-        f"temperature {what_if.temperature:g}, top-p {what_if.top_p:g}, top-k {what_if.top_k} "
-        f"and min-p {what_if.min_p:g}")
     lesson(  # inline: it sits in the what-if fragment, which reruns without the rest of the page
-        f"The model's most likely next token has a **{sampled.base_probs[top]:.1%}** chance, and the "
-        f"distribution's entropy is **{entropy_bits(sampled.base_probs):.2f} bits**. Sampling reshapes it before "
-        f"one token is drawn: with {what} and a repetition penalty of {what_if.repetition_penalty:g}, "
-        f"**{sampled.kept:,} of {vocabulary:,}** tokens stay in play, the top token's chance becomes "
-        f"**{sampled.final_probs[top]:.1%}** and the entropy **{sampled.entropy_bits:.2f} bits**.",
+        what_if_lesson(float(sampled.base_probs[top]), entropy_bits(sampled.base_probs), sampled.greedy, what_if,
+                       sampled.kept, vocabulary, float(sampled.final_probs[top]), sampled.entropy_bits),
         inline=True,
     )
 
@@ -287,15 +282,7 @@ def _api_stages(logits, what_if: SamplingSettings, previous, token_text, vocabul
             for e in effects]
     st.dataframe(rows, hide_index=True, width="stretch")
     grammar_effect = effects[0]
-    mask_text = (f"The grammar mask removed **{grammar_effect.removed:,} of {vocabulary:,}** tokens: only "
-                 f"**{grammar_effect.remaining:,}** can start a JSON object." if grammar
-                 else "No response_format is set, so the grammar mask removes nothing.")
-    lesson(
-        f"{mask_text} Logit bias adds its value to one token's logit (±100 all but bans or forces it); the "
-        "presence penalty subtracts a fixed amount from every token already used, the frequency penalty that "
-        "amount times how often it was used. Then the sliders above take over, and "
-        f"**{sampled.kept:,}** {'token stays' if sampled.kept == 1 else 'tokens stay'} in play."
-    )
+    lesson(api_stages_lesson(grammar, grammar_effect.removed, grammar_effect.remaining, vocabulary, sampled.kept))
     st.caption(
         "OpenAI counts presence and frequency penalties over the answer so far; at the answer's first token "
         "that is empty, so here they count the prompt's tokens to show what they do later in the answer."

@@ -17,7 +17,7 @@ from charts.live_replay import stream_replay_data
 from charts.streaming import event_timeline, inter_token_latency
 from lifecycle.errors import LifecycleError
 from lifecycle.features.guardrail import FINISH_REASON, Guardrail, check_seconds, parse_guardrail
-from lifecycle.features.lessons import gaps_sentence, stream_gaps, ttft_sentence
+from lifecycle.lessons.streaming import gaps_sentence, stream_gaps, streaming_lesson
 from lifecycle.stages.completion import build_response, new_completion_id
 from lifecycle.stages.streaming import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
 from lifecycle.stages.vocabulary import show_token
@@ -68,19 +68,11 @@ def _stamped(events: list[StreamEvent]) -> str:
 
 
 def _lesson(prepared, answer) -> None:
-    m, events = answer.stream_metrics, answer.stream
+    events = answer.stream
     contents = sum(event_kind(e) == "content" for e in events)
     setup, waiting, prefill = (span.seconds for span in answer.call[:3])
-    made_of = ttft_sentence(m.ttft, len(prepared.rendered.ids), setup, waiting, prefill)
-    gap = ms(sum(m.inter_token) / len(m.inter_token)) if m.inter_token else "n/a"
-    lesson(
-        f"With `stream: true` the answer came as **{len(events)} server-sent events**, each a `data:` line sent the "
-        f"moment it existed: a role chunk, **{contents} content deltas**, a finish chunk"
-        f"{', a usage chunk' if prepared.input.include_usage else ''} and `[DONE]`. The first text reached the client "
-        f"after **{ms(m.ttft)}** ({made_of}), then a new piece every **{gap}** on average "
-        f"(**{m.tokens_per_second:,.1f} tokens/s**), while a non-streaming client waited **{ms(m.total_seconds)}** "
-        "for anything at all."
-    )
+    lesson(streaming_lesson(len(events), contents, prepared.input.include_usage, answer.stream_metrics,
+                            len(prepared.rendered.ids), setup, waiting, prefill))
 
 
 def _metrics(metrics) -> None:

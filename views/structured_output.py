@@ -14,7 +14,7 @@ import streamlit as st
 
 from charts.structured import mask_figure
 from lifecycle.errors import LifecycleError
-from lifecycle.features.lessons import mask_sentence
+from lifecycle.lessons.structured_output import structured_lesson
 from lifecycle.features.structured import StructuredRun, follow_call
 from lifecycle.features.tools import output_rules
 from lifecycle.stages.vocabulary import show_token
@@ -77,15 +77,8 @@ def _request_fields() -> dict:
 
 def _lesson(run: StructuredRun) -> None:
     overruled = sum(not step.model_choice_allowed for step in run.steps)
-    cost = (f"The tool definitions cost **{run.tool_tokens:,} prompt tokens** on every call that carries them. "
-            if run.tool_tokens else
-            f"The schema costs no prompt tokens here: the grammar alone enforces it (written into the prompt it "
-            f"would cost **{run.schema_tokens:,}**). ")
-    lesson(
-        cost + f"The answer took **{len(run.steps)} token{'s' * (len(run.steps) != 1)}**. "
-        + mask_sentence([s.allowed for s in run.steps], overruled, run.vocabulary)
-        + f" finish_reason: **{run.finish_reason}**."
-    )
+    lesson(structured_lesson(run.tool_tokens, run.schema_tokens, [s.allowed for s in run.steps], overruled,
+                             run.vocabulary, run.finish_reason))
 
 
 def _fragments(run: StructuredRun) -> None:

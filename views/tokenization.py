@@ -6,6 +6,7 @@ import streamlit as st
 from charts.tokenization import ENCODING_LABELS, SHORT_LABELS, language_token_chart, token_chips_html, tokenizer_count_chart
 from lifecycle.stages.context_window import render_messages
 from lifecycle.stages.tokenization import ENCODINGS, MODEL_ENCODING, Tokenization, tokenize, tokenize_ids
+from lifecycle.lessons.tokenization import languages_lesson, tokenization_lesson
 from lifecycle.stages.vocabulary import TOKEN_NOTATION, show_token
 from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
@@ -47,11 +48,6 @@ def show_chips(result: Tokenization, limit: int = MAX_CHIPS) -> None:
         st.caption(f"Showing the first {limit:,} of {result.count:,} tokens; {result.count - limit:,} not drawn.")
 
 
-def ratio_range(counts: list[int]) -> str:
-    ratios = [count / counts[0] for count in counts[1:]]
-    return f"{min(ratios):.1f}× to {max(ratios):.1f}×"
-
-
 def render() -> None:
     with stage_page("tokenization") as settings:
         model = loaded_model()
@@ -61,13 +57,8 @@ def render() -> None:
         rendered_result = rendered_tokens(tuple(rendered.ids))
         special = [token for token in rendered_result.tokens if token.special]
         partial = sum(token.partial for token in mine.tokens)
-        lesson(
-            f"Your prompt's {len(settings.prompt):,} characters became **{mine.count:,} tokens** for "
-            f"{model.name}'s tokenizer ({mine.chars_per_token:.1f} characters per token, from a vocabulary of "
-            f"{model.vocab_size:,}); OpenAI's o200k_base needs **{results['o200k_base'].count:,}** and cl100k_base "
-            f"**{results['cl100k_base'].count:,}**. The model never sees letters, only these ids."
-            + (f" {partial} of your tokens hold only part of a character's UTF-8 bytes." if partial else "")
-        )
+        lesson(tokenization_lesson(len(settings.prompt), mine.count, model.name, mine.chars_per_token, model.vocab_size,
+                                   results["o200k_base"].count, results["cl100k_base"].count, partial))
 
         st.subheader("Three tokenizers, side by side", anchor=False)
         for column, (encoding, result) in zip(st.columns(len(ENCODINGS)), results.items()):
@@ -115,13 +106,7 @@ def render() -> None:
         st.subheader("The same sentence in nine languages", anchor=False)
         languages = list(TRANSLATIONS)
         counts = {e: [tokenized(text, e).count for text in TRANSLATIONS.values()] for e in ENCODINGS}
-        spans = {e: ratio_range(counts[e]) for e in ENCODINGS}
-        lesson(
-            f"Relative to English, the other eight languages need {spans[MODEL_ENCODING]} the tokens with "
-            f"{model.name}'s tokenizer, {spans['cl100k_base']} with cl100k_base, but {spans['o200k_base']} with "
-            "o200k_base, whose larger vocabulary was built for many languages. So non-English text costs more "
-            "with some tokenizers, not with all: tokens per word depend on what the tokenizer was trained on."
-        )
+        lesson(languages_lesson(model.name, counts))
         st.plotly_chart(language_token_chart(languages, counts), width="stretch", theme=None)
         # One column per tokenizer ("tokens (× English)") keeps all three in view, even on a projector.
         table = pd.DataFrame({"language": languages})

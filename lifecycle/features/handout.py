@@ -144,22 +144,9 @@ def journey_sections(journey: Journey, cache_bytes_per_token: int, layers: int, 
     ]
 
 
-def _not_from_run(sections: Sequence[HandoutSection]) -> str:
+def not_from_run(sections: Sequence[HandoutSection]) -> str:
+    """The titles of the sections whose numbers are not this run's, as "A and B" ('' when there are none)."""
     return " and ".join(s.title for s in sections if not s.from_run)
-
-
-def handout_lesson(sections: Sequence[HandoutSection], size_bytes: int) -> str:
-    """The Handout page's lesson: what the file holds, counted, and which stages' numbers are not this run's."""
-    charts = sum(len(s.figures) for s in sections)
-    others = [s for s in sections if not s.from_run]
-    numbers = ("each with its key numbers from this run" if not others else
-               f"{len(sections) - len(others)} with their key numbers from this run and {len(others)} "
-               f"({_not_from_run(sections)}) with what the installed SDK and the Agents page do, which this run "
-               "does not use")
-    return (f"One file with this prompt's whole journey: **{len(sections)} stages**, {numbers}, and **{charts} "
-            f"interactive charts** (zoom, hover). Plotly's JavaScript is inside the file ({size_bytes / 2**20:,.1f} "
-            "MiB in all), so it opens in any browser with no network and nothing to install: hand it out at the end "
-            "of a workshop, or keep it next to your notes.")
 
 
 def _settles_at(guesses: Sequence[int], final: int) -> int:
@@ -196,7 +183,7 @@ def render_handout(journey: Journey, sections: Sequence[HandoutSection], plotly_
             f'<section id="stage-{number}"><h2>{number}. {esc(section.title)}</h2><p>{esc(section.summary)}</p>'
             f'<table class="facts">{facts}</table>{literal}{"".join(figures)}</section>'
         )
-    except_ = _not_from_run(sections)
+    except_ = not_from_run(sections)
     except_ = f", except in {esc(except_)}: what the installed SDK and the Agents page do" if except_ else ""
     toc = "".join(f'<li><a href="#stage-{n}">{esc(s.title)}</a></li>' for n, s in enumerate(sections, start=1))
     summary = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in (overview or {}).items())

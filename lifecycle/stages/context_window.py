@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from lifecycle.errors import LifecycleError
-from lifecycle.stages.tokenization import encode_plain, tokenize
+from lifecycle.stages.tokenization import tokenize
 from lifecycle.features.tools import assistant_text, tools_prompt
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"

@@ -1,7 +1,7 @@
 """Every number the Agents page states, for two prompts, against an independent recomputation.
 
 The page runs under AppTest at temperature 0. This file recomputes without lifecycle.features.agent, lifecycle.features.injection,
-lifecycle.features.determinism or lifecycle.features.agent_lessons: the loop's counts by counting its own table and the messages it
+lifecycle.features.determinism or lifecycle.lessons.agent: the loop's counts by counting its own table and the messages it
 shows, a ``calculate`` result with Python's arithmetic; each case's prompt with the tokenizer's own
 ``apply_chat_template`` and the first-token probability with transformers' own forward pass, over the tokens
 (found here through GPT-2's byte table) whose text starts a forbidden phrase; the answers that say it and the

@@ -1,9 +1,13 @@
-"""The sentences the Agents page states, each chosen by the run's own numbers (pure: numbers in,
-Markdown out), so tests can put numbers on both sides of every turn of phrase."""
+"""The Agents page's lessons: the tool loop, the system prompt as a tendency, a rule hidden in a document,
+and temperature 0's roads, each chosen by the run's own numbers."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+# How the tool loop ended, by AgentRun.outcome.
+OUTCOMES = {"answered": "ended with a text answer", "cut_off": "ended when max_tokens cut the answer off",
+            "round_limit": "reached its round limit still calling tools, without an answer"}
 
 
 def _pct(share: float) -> str:
@@ -81,3 +85,21 @@ def summation_sentence(forward: float, backward: float, exact: float, terms: int
     return (f"Why: the first token's logit is a sum of {terms:,} products. Added forwards in fp32 it is "
             f"**{forward:.7f}**, backwards **{backward:.7f}**, exactly {exact:.7f}: the same numbers in another "
             "order round differently.")
+
+
+def agent_loop_lesson(rounds: int, outcome: str, calls: int, errors: int, tools: Sequence[str],
+                      first_prompt_tokens: int, last_prompt_tokens: int, last_cached_tokens: int) -> str:
+    """The tool loop's lesson: how many calls of the model and how the loop ended (``outcome``, an
+    ``AgentRun.outcome``), the tool calls the program ran, and over more than one round what the last round
+    re-sent next to the first and how much of it the prefix cache served."""
+    growth = (f" Round {rounds} re-sent **{last_prompt_tokens:,} prompt tokens** for round 1's "
+              f"**{first_prompt_tokens:,}**, **{last_cached_tokens:,}** of them served by the prefix cache."
+              if rounds > 1 else "")
+    tool_names = ", ".join(f"`{name}`" for name in tools)
+    return (
+        f"The loop made **{rounds} call{'s' * (rounds != 1)}** of the model and "
+        f"{OUTCOMES[outcome]}. The program ran **{calls} tool call{'s' * (calls != 1)}** here "
+        f"({errors} answered with an error) and sent each result back as a `tool` message.{growth} "
+        f"The model is stateless: every round sends the whole messages array again. Tools: {tool_names}; "
+        "the first round must call one (tool_choice required), later rounds may answer (auto)."
+    )

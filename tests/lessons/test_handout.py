@@ -1,6 +1,7 @@
 """The Handout page's lesson: it counts what the file holds and names the stages whose numbers are not this run's."""
 
-from lifecycle.features.handout import HandoutSection, handout_lesson
+from lifecycle.features.handout import HandoutSection
+from lifecycle.lessons.handout import handout_lesson
 
 
 def _section(title: str, charts: int = 0, from_run: bool = True) -> HandoutSection:

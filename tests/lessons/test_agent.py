@@ -1,6 +1,7 @@
 """The Agents page's sentences: each turn of phrase on both sides of its threshold."""
 
-from lifecycle.features.agent_lessons import injection_sentence, roads_sentence, summation_sentence, tendency_sentence
+from lifecycle.lessons.agent import (agent_loop_lesson, injection_sentence, roads_sentence, summation_sentence,
+                                     tendency_sentence)
 
 
 def test_the_tendency_sentence_follows_the_counts():
@@ -46,3 +47,16 @@ def test_the_summation_sentence():
     assert "the same here" in summation_sentence(1.5, 1.5, 1.5, 576)
     differs = summation_sentence(29.5917873, 29.5917683, 29.5917673, 576)
     assert "sum of 576 products" in differs and "**29.5917873**" in differs and "**29.5917683**" in differs
+
+
+def test_the_loop_lesson_counts_the_calls_and_the_growth_only_over_several_rounds():
+    one = agent_loop_lesson(1, "answered", 0, 0, ["get_time"], 310, 310, 0)
+    assert "**1 call** of the model and ended with a text answer" in one
+    assert "**0 tool calls** here (0 answered with an error)" in one
+    assert "re-sent" not in one and "Tools: `get_time`;" in one
+    three = agent_loop_lesson(3, "round_limit", 1, 1, ["get_time", "calculator"], 310, 1_412, 1_204)
+    assert "**3 calls** of the model and reached its round limit" in three
+    assert "**1 tool call** here (1 answered with an error)" in three
+    assert "Round 3 re-sent **1,412 prompt tokens** for round 1's **310**, **1,204** of them served" in three
+    assert "Tools: `get_time`, `calculator`;" in three
+    assert "max_tokens cut the answer off" in agent_loop_lesson(2, "cut_off", 2, 0, ["t"], 10, 20, 10)
