@@ -24,6 +24,7 @@ from lifecycle.engine.scheduler import DEFAULT_QUEUE_CAPACITY
 from lifecycle.model import LoadedModel, is_loaded, model_name, shared_model
 
 _log = logging.getLogger(__name__)
+LOADER_THREAD = "model-loader"  # loads the model, builds the engine, primes it and builds the hooked model
 
 
 class QueueFull(Exception):
@@ -152,7 +153,7 @@ def start_model_loading() -> None:
         if _status.state != "idle":
             return
         _status = ModelStatus("loading", model_name())
-    threading.Thread(target=_load, name="model-loader", daemon=True).start()
+    threading.Thread(target=_load, name=LOADER_THREAD, daemon=True).start()
 
 
 def _load() -> None:
