@@ -86,6 +86,35 @@ def chart_text_problems(page: Page) -> list[str]:
     return problems
 
 
+# The live figures the app draws in SVG itself (ui/live_*.js), not with Plotly.
+LIVE_FIGURES = ".live-sampling, .live-attention, .live-block, .live-replay"
+
+# Every visible text of every live figure's SVGs as the four corners of its box on screen, with its SVG's box.
+_LIVE_TEXTS = """(selector) => [...document.querySelectorAll(selector)].flatMap(root =>
+  [...root.querySelectorAll('svg')].filter(svg => svg.getBoundingClientRect().width > 0).map(chart => {
+    const a = chart.getBoundingClientRect();
+    return {figure: root.className, area: {left: a.left, right: a.right, top: a.top, bottom: a.bottom},
+            page: document.documentElement.clientWidth,
+            texts: [...chart.querySelectorAll('text')].filter(t => t.textContent.trim() !== '').map(t => {
+              const b = t.getBoundingClientRect();
+              return {text: t.textContent, corners: [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]]};
+            })};
+  }))"""
+
+
+def live_figure_problems(page: Page) -> list[str]:
+    """Texts of the live SVG figures that overlap each other or leave their figure, and figures wider than the page."""
+    problems = []
+    for chart in page.evaluate(_LIVE_TEXTS, LIVE_FIGURES):
+        area, texts, name = chart["area"], chart["texts"], chart["figure"]
+        if area["right"] > chart["page"] + 1:
+            problems.append(f"{name}: a figure ends at {area['right']:.0f} px on a {chart['page']} px page")
+        problems += [f"{name}: {t['text']!r} leaves its figure" for t in texts if _outside(t["corners"], area)]
+        problems += [f"{name}: {a['text']!r} overlaps {b['text']!r}" for i, a in enumerate(texts) for b in texts[i + 1:]
+                     if _overlap(a["corners"], b["corners"])]
+    return problems
+
+
 def table_problems(page: Page, looks: int = 4) -> list[str]:
     """Tables whose columns do not fit their box (the reader would have to scroll inside the table).
 
@@ -107,7 +136,7 @@ def _cut_tables(page: Page) -> list[str]:
     ]
 
 
-# Links in the main area whose label is clipped (Streamlit cuts a page link's label at one line), and
+# Links and metric labels in the main area that are clipped (Streamlit cuts both at one line with "…"), and
 # headings with a word wider than the heading (the browser then breaks the word: "mod / el").
 _CUT_TEXT = """() => {
   const shown = (e) => e.offsetParent !== null && !e.closest('details:not([open])');
@@ -115,6 +144,9 @@ _CUT_TEXT = """() => {
   const links = [...main.querySelectorAll('[data-testid="stPageLink-NavLink"]')].filter(shown)
     .filter(a => [a, ...a.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
     .map(a => `link ${JSON.stringify(a.textContent.trim())} is cut at ${Math.round(a.clientWidth)} px`);
+  const labels = [...main.querySelectorAll('[data-testid="stMetricLabel"]')].filter(shown)
+    .filter(l => [l, ...l.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+    .map(l => `metric label ${JSON.stringify(l.textContent.trim())} is cut at ${Math.round(l.clientWidth)} px`);
   const probe = document.createElement('span');
   probe.style.cssText = 'position:absolute;visibility:hidden;white-space:nowrap';
   document.body.appendChild(probe);
@@ -128,12 +160,12 @@ _CUT_TEXT = """() => {
     }).map(word => `heading ${JSON.stringify(h.textContent.trim())}: ${JSON.stringify(word)} is wider than its ${Math.round(h.clientWidth)} px`);
   });
   probe.remove();
-  return [...links, ...words];
+  return [...links, ...labels, ...words];
 }"""
 
 
 def cut_text_problems(page: Page) -> list[str]:
-    """Link labels cut short and heading words broken in two, in the main area."""
+    """Link and metric labels cut short and heading words broken in two, in the main area."""
     return page.evaluate(_CUT_TEXT)
 
 

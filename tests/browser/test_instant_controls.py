@@ -5,7 +5,8 @@ Each control (layer, head, query token; layer, query head) is moved a few steps;
 what the component drew (its ``data-shown``) while the app's script state never turns to "running".
 The redraw time (the control's input event to the next animation frame after the component updated its
 SVG) and each page's open time for a prompt already computed are written to
-screenshots/instant-controls.json, which bench/browser_timings.py reads: figures, not assertions.
+screenshots/instant-controls.json, which bench/browser_timings.py reads: figures, not assertions. That the
+live figures lead their pages and stay legible at every size is test_legibility's check of every page.
 """
 
 from __future__ import annotations
@@ -19,14 +20,12 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser_timings import INSTANT_CONTROLS_FILE, STEPS_FILLED
-from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle, wait_still
+from tests.browser.app_page import EXCEPTION, open_page, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
-from tests.browser.layout import _outside, _overlap
 
 pytestmark = pytest.mark.browser
 
 PROMPT = "What's the capital of India?"
-SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
 LIVE = {"attention": ".live-attention", "forward-pass": ".live-block"}
 STEPS = 5
 OPENS = 3
@@ -43,38 +42,12 @@ _WATCH_RUNS = """() => {
   document.addEventListener('keydown', () => { window.redraw = {at: performance.now()}; }, {capture: true});
 }"""
 
-# Every text of the component's SVGs as the four corners of its box, with its SVG's box.
-_TEXTS = """(root) => [...root.querySelectorAll('svg')].map(chart => {
-  const a = chart.getBoundingClientRect();
-  return {area: {left: a.left, right: a.right, top: a.top, bottom: a.bottom},
-          texts: [...chart.querySelectorAll('text')].filter(t => t.textContent.trim() !== '').map(t => {
-            const b = t.getBoundingClientRect();
-            return {text: t.textContent, corners: [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]]};
-          })};
-})"""
-
-
 def _open(page, app_url: str, url_path: str) -> None:
     """Open the page for PROMPT; the first page of a fresh server waits for the model, longer than
     expect()'s own 5 s."""
     page.goto(f"{app_url}/{url_path}?prompt={quote(PROMPT)}&temperature=0")
     expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
-
-
-def _problems(page, selector: str) -> list[str]:
-    """Texts of the component's figures that overlap each other or leave their figure or the page."""
-    problems = []
-    width = page.evaluate("() => document.documentElement.clientWidth")
-    for chart in page.locator(selector).evaluate(_TEXTS):
-        area, texts = chart["area"], chart["texts"]
-        if area["right"] > width + 1:
-            problems.append(f"a figure ends at {area['right']:.0f} px on a {width} px page")
-        problems += [f"{t['text']!r} leaves its figure" for t in texts if _outside(t["corners"], area)]
-        for i, first in enumerate(texts):
-            problems += [f"{first['text']!r} overlaps {second['text']!r}" for second in texts[i + 1:]
-                         if _overlap(first["corners"], second["corners"])]
-    return problems
 
 
 def _step(page, selector: str, move) -> float:
@@ -173,38 +146,3 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
     (screenshots / INSTANT_CONTROLS_FILE).write_text(json.dumps(record, indent=1) + "\n")
     print(f"\ninstant controls: {json.dumps(record)}")
     assert all(v["median_ms"] > 0 for v in record["controls"].values())
-
-
-@pytest.mark.parametrize("url_path", LIVE)
-def test_the_live_figure_leads_the_page_and_is_legible(app_url, browser, screenshots, url_path):
-    """Opened once at the widest size, then resized to each of the others, with every check at each."""
-    width, height = SIZES["laptop"]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
-    problems: dict[str, list[str]] = {}
-    try:
-        page = context.new_page()
-        _open(page, app_url, url_path)
-        live = page.locator(LIVE[url_path])
-        page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
-        for size, (width, height) in SIZES.items():
-            page.set_viewport_size({"width": width, "height": height})
-            wait_idle(page)
-            wait_still(page)  # the figure redraws for its new width (a ResizeObserver)
-            expect(page.locator(EXCEPTION)).to_have_count(0)
-            found = _problems(page, LIVE[url_path])
-            folder = screenshots / size
-            folder.mkdir(exist_ok=True)
-            page.screenshot(path=folder / f"{url_path}-first-screen.png")
-            top = live.locator("svg").first.bounding_box()["y"]
-            if size != "phone" and top + 100 > height:  # on the first screen of a laptop and a projector
-                found.append(f"the live figure starts at {top} px")
-            tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight") / height
-            if tall > 5:
-                found.append(f"the page is {tall:.1f} screens tall")
-            full_screenshot(page, folder / f"{url_path}-live.png")
-            if found:
-                problems[size] = found
-    finally:
-        context.close()
-    assert problems == {}

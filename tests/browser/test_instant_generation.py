@@ -5,7 +5,8 @@ measured.
 Redraw times (click or key press to the next animation frame after the SVG was updated) and page open times
 (navigation to the replay drawn, and to the script idle) go to screenshots/instant-generation.json, which the
 bench prints (bench/browser_timings.py); they are figures, not assertions. The texts and bars the browser
-draws are checked against the data the page sent.
+draws are checked against the data the page sent. That each replay leads its page and stays legible at
+every size, in presenter mode too, is test_legibility's check of every page.
 """
 
 from __future__ import annotations
@@ -18,19 +19,15 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser_timings import INSTANT_FILE
-from tests.browser.app_page import EXCEPTION, IDLE_APP, full_screenshot, wait_idle, wait_still
+from tests.browser.app_page import EXCEPTION, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
-from tests.browser.layout import _outside, _overlap
 
 pytestmark = pytest.mark.browser
 
 PROMPT = "What's the capital of India?"
 SETTINGS = {"prompt": PROMPT, "temperature": 0, "max_tokens": 48}
 PAGES = ("generation", "kv-cache", "streaming")
-SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
 MOVES = 4
-MAX_SCREENS = 5
-MIN_SHOWN_PX = 200  # of the replay's first figure, inside the first screen
 
 # Counts every script run the page starts from now on: the app's state attribute turning "running".
 _WATCH_RUNS = """() => {
@@ -49,17 +46,6 @@ _WATCH_RUNS = """() => {
 _SHOWN = """root => ({readout: root.querySelector('.lr-readout').textContent,
                      svgs: [...root.querySelectorAll('svg')].map(s => s.innerHTML),
                      index: Number(root.dataset.index), slider: root.querySelector('input[type=range]').value})"""
-
-# Every text of the replay's SVGs as its four corners on screen, with its SVG's box.
-_TEXTS = """root => [...root.querySelectorAll('svg')].map(chart => {
-  const a = chart.getBoundingClientRect();
-  return {area: {left: a.left, right: a.right, top: a.top, bottom: a.bottom}, page: document.documentElement.clientWidth,
-          texts: [...chart.querySelectorAll('text')].filter(t => t.textContent.trim()).map(t => {
-            const b = t.getBoundingClientRect();
-            return {text: t.textContent, corners: [[b.left, b.top], [b.right, b.top], [b.right, b.bottom], [b.left, b.bottom]]};
-          })};
-})"""
-
 
 def _replay(page, name: str):
     return page.locator(f".live-replay-{name}")
@@ -168,72 +154,3 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
     (screenshots / INSTANT_FILE).write_text(json.dumps(figures, indent=1) + "\n")
     print(f"\n{json.dumps(figures)}")
     assert all(t > 0 for values in figures["redraw_ms"].values() for t in values)
-
-
-def _text_problems(root) -> list[str]:
-    problems = []
-    for chart in root.evaluate(_TEXTS):
-        area, texts = chart["area"], chart["texts"]
-        if area["right"] > chart["page"] + 1:
-            problems.append("a replay figure is wider than the page")
-        problems += [f"{t['text']!r} leaves its figure" for t in texts if _outside(t["corners"], area)]
-        problems += [f"{a['text']!r} overlaps {b['text']!r}" for i, a in enumerate(texts) for b in texts[i + 1:]
-                     if _overlap(a["corners"], b["corners"])]
-    return problems
-
-
-@pytest.mark.parametrize("url_path", PAGES)
-def test_the_replay_leads_the_page_and_stays_legible(app_url, browser, screenshots, url_path):
-    """Opened once at the widest size, then resized to each of the others, with every check at each."""
-    width, height = SIZES["laptop"]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
-    problems: dict[str, list[str]] = {}
-    try:
-        page = context.new_page()
-        _open(page, app_url, url_path)
-        root = page.locator(".live-replay")
-        for size, (width, height) in SIZES.items():
-            page.set_viewport_size({"width": width, "height": height})
-            wait_idle(page)
-            wait_still(page)  # the replay redraws for its new width (a ResizeObserver)
-            expect(page.locator(EXCEPTION)).to_have_count(0)
-            folder = screenshots / size
-            folder.mkdir(exist_ok=True)
-            page.screenshot(path=folder / f"{url_path}-first-screen.png")
-            found = _text_problems(root)
-            for button in root.locator(".lr-controls button:not([disabled])").all()[-2:]:  # other states too
-                if "Play" not in button.inner_text():
-                    button.click()
-                    found += _text_problems(root)
-            if size != "phone":
-                top = root.locator("svg").first.bounding_box()["y"]
-                if top + MIN_SHOWN_PX > height:
-                    found.append(f"the replay's figure starts at {top:.0f} px")
-                page.wait_for_selector(IDLE_APP)
-                tall = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
-                if tall > MAX_SCREENS * height:
-                    found.append(f"the page is {tall / height:.1f} screens tall")
-            full_screenshot(page, folder / f"{url_path}-whole.png")
-            if found:
-                problems[size] = found
-    finally:
-        context.close()
-    assert problems == {}
-
-
-@pytest.mark.parametrize("url_path", PAGES)
-def test_presenter_mode_keeps_the_replay_on_a_projectors_first_screen(app_url, browser, screenshots, url_path):
-    context = browser.new_context(viewport={"width": 1024, "height": 768})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
-    try:
-        page = context.new_page()
-        _open(page, app_url, url_path, present=1)
-        expect(page.locator(EXCEPTION)).to_have_count(0)
-        folder = screenshots / "presenter"
-        folder.mkdir(exist_ok=True)
-        page.screenshot(path=folder / f"{url_path}-replay.png")
-        top = page.locator(".live-replay svg").first.bounding_box()["y"]
-        assert top + MIN_SHOWN_PX <= 768, f"the replay's figure starts at {top:.0f} px"
-    finally:
-        context.close()

@@ -1,7 +1,8 @@
 """Every page opened by a deep link in a real browser and looked at at a laptop, a projector and a phone
 size: screenshots for a person to open, and DOM checks that no chart label overlaps another or leaves its
-chart, that no table cuts a column, that no link label or heading word is cut, and that a model stage leads
-with its picture. Presenter mode puts a chart on the first screen of a 1024x768 projector."""
+chart (Plotly's and the live SVG figures', a step replay at three of its states), that no table cuts a
+column, that no link label or heading word is cut, and that a model stage leads with its picture. Presenter
+mode puts the main visual on the first screen of a 1024x768 projector."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, main_text, open_page, wait_idle, wait_still
 from tests.browser.conftest import PAGE_TIMEOUT_MS
-from tests.browser.layout import chart_text_problems, cut_text_problems, first_top, table_problems, wait_for_visual
+from tests.browser.layout import (chart_text_problems, cut_text_problems, first_top, live_figure_problems,
+                                  table_problems, wait_for_visual)
 from ui.frame import APP_TITLE
 from ui.stages import HOME, PHASES, STAGES, StagePage, neighbours
 
@@ -73,9 +75,13 @@ def test_every_page_opens_by_deep_link_and_is_legible(app_url, browser, screensh
             page.set_viewport_size({"width": width, "height": height})
             wait_idle(page)
             expect(page.locator(EXCEPTION)).to_have_count(0)
-            found = _lead_problems(page, stage, size) if stage in MODEL_STAGES and size in FIRST_SCREEN_SIZES else []
             folder = screenshots / size
             folder.mkdir(exist_ok=True)
+            found = []
+            if stage in MODEL_STAGES and size in FIRST_SCREEN_SIZES:
+                found += _lead_problems(page, stage, size)
+                page.screenshot(path=folder / f"{stage.url_path}-first-screen.png")
+            found += live_figure_problems(page) + _replay_state_problems(page)
             full_screenshot(page, folder / f"{stage.url_path or 'home'}.png")
             found += chart_text_problems(page) + table_problems(page) + cut_text_problems(page)
             if found:
@@ -83,6 +89,17 @@ def test_every_page_opens_by_deep_link_and_is_legible(app_url, browser, screensh
     finally:
         context.close()
     assert problems == {}
+
+
+def _replay_state_problems(page: Page) -> list[str]:
+    """A step replay (Generation, KV cache, Streaming) drawn at two more of its states: its last two buttons
+    but Play, each clicked in turn, redraw it in the browser; its texts must stay legible in each."""
+    found = []
+    for button in page.locator(".live-replay .lr-controls button:not([disabled])").all()[-2:]:
+        if "Play" not in button.inner_text():
+            button.click()
+            found += live_figure_problems(page)
+    return found
 
 
 def _lead_problems(page: Page, stage: StagePage, size: str) -> list[str]:
