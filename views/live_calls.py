@@ -87,7 +87,7 @@ def _live_panel(log: CallLog, reader: CallReader, refused: Counter) -> None:
     left.metric("Model", status.state, help=literal(status.name))
     middle.metric("Running", running)
     right.metric("Waiting in the queue", len(everyone) - running)
-    far.metric("Refused without a key", sum(refused.values()),
+    far.metric("Refused, no key", sum(refused.values()),
                help="Calls without a valid key are counted, never logged.")
     if is_loaded() and shared_model().warning:
         st.warning(literal(shared_model().warning))

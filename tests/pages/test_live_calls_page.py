@@ -110,7 +110,7 @@ def test_recent_calls_table_has_each_call_with_the_numbers_the_client_got(run_pa
     refused = table.loc[calls["refused"]]
     assert (refused["status"], refused["outcome"]) == (400, "invalid_request")
     assert calls["stranger"] not in table.index and server.gateway.log.get(calls["stranger"]) is None
-    assert int(_metrics(app)["Refused without a key"]) >= 1
+    assert int(_metrics(app)["Refused, no key"]) >= 1
     lesson = next(m.value for m in app.markdown if "The call log shows" in m.value)
     answered = int((_table(app, "TTFT (ms)")["outcome"] == "ok").sum())
     assert (f"The call log shows **{len(table)}** of your key's recent calls: **{answered}** answered, "
