@@ -20,7 +20,7 @@ import pytest
 
 from lifecycle.model import LoadedModel, shared_model
 
-# The two xdist workers share the machine's cores: each runs PyTorch on its share, or their OpenMP
+# The xdist workers share the machine's cores: each runs PyTorch on its share, or their OpenMP
 # threads wait on each other (see lifecycle/model.py's _set_torch_threads). The app servers the browser
 # tests start are not affected (they set their own, as `make run` does).
 if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("LIFECYCLE_TORCH_THREADS"):
