@@ -98,7 +98,7 @@ function buildMap(state) {
   state.cells = [];
   for (let q = 0; q < n; q++) {
     const y = top + q * cell;
-    if (q % every === 0 || q === n - 1 && (n - 1) % every >= every / 2) {
+    if (q % every === 0 || q === n - 1 && ((n - 1) % every) * cell >= font * 1.25) {  // the last row too, if apart
       text("text", { x: labelRoom - 4, y: y + cell / 2, "text-anchor": "end", "dominant-baseline": "central",
                      class: "la-label" }, fitted(measure, data.labels[q], labelRoom - 6), map);
     }

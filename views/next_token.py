@@ -50,7 +50,7 @@ def render() -> None:
                           delta_color="off", delta_arrow="off",
                           help=f"Token id {best.id}: the argmax, what temperature 0 always chooses.")
         if first:
-            first_col.metric("This run's first generated token", show_token(first.text), f"id {first.token_id}",
+            first_col.metric("First token generated", show_token(first.text), f"id {first.token_id}",
                              delta_color="off", delta_arrow="off")
         s = settings.sampling
         if answer is None:

@@ -79,7 +79,8 @@ def _metrics(metrics) -> None:
     columns = st.columns(4)
     columns[0].metric("Time to first token", ms(metrics.ttft))
     gaps = metrics.inter_token
-    columns[1].metric("Mean inter-token latency", ms(sum(gaps) / len(gaps)) if gaps else "n/a")
+    columns[1].metric("Mean gap (ITL)", ms(sum(gaps) / len(gaps)) if gaps else "n/a",
+                      help="Mean inter-token latency: the mean time between two tokens of this stream.")
     columns[2].metric("Tokens per second", f"{metrics.tokens_per_second:,.1f}")
     columns[3].metric("Whole stream", ms(metrics.total_seconds))
 

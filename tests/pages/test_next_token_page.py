@@ -45,13 +45,13 @@ def test_the_page_never_waits_for_the_generation_and_shows_its_first_token_once_
     app = run_page("next-token", prompt=settings.prompt, temperature=0, max_tokens=2)
     assert not app.exception and not app.error
     assert results.peek_answer(settings.journey_input()) is None  # the page started no generation
-    assert "This run's first generated token" not in {m.proto.label for m in app.get("metric")}
+    assert "First token generated" not in {m.proto.label for m in app.get("metric")}
     assert any("has not run yet" in c.value for c in app.caption)
     results.answer(settings.journey_input()).result(120)  # e.g. another page (or the warm command) ran it
     app.run()
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
     greedy = metrics["Greedy decoding picks"]
-    assert metrics["This run's first generated token"] == greedy  # temperature 0 -> greedy
+    assert metrics["First token generated"] == greedy  # temperature 0 -> greedy
     assert any("matches the argmax" in c.value for c in app.caption)
 
 
