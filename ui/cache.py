@@ -27,6 +27,7 @@ from concurrent import futures
 from typing import TypeVar
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lifecycle.engine import shared_engine
 from lifecycle.stages.generation import GenerationStep
@@ -61,8 +62,9 @@ def prefilled_prompt(settings: JourneySettings) -> tuple[PreparedPrompt, Prefill
     inp = settings.journey_input()
     prepared = results.prepared(inp)
     pending = results.start_prefill(inp)
+    box = st.empty()  # made whether or not it waits (see _answer)
     if not pending.done():
-        _show_waiting(pending, engine_tag(results.prefill_key(inp)))
+        _show_waiting(pending, engine_tag(results.prefill_key(inp)), box)
     return prepared, pending.result()
 
 
@@ -130,18 +132,21 @@ def _inspection(pending: Pending) -> Inspection:
 
 
 def _answer(pending: Pending, inp) -> Answer:
+    # The progress box is made whether or not the page waits: had only a run that waited made it, every element
+    # after it would move one place in the next run, and Streamlit would start them anew (a tab picked after
+    # the page had waited sprang back to the first at the next click).
+    box = st.empty()
     if not pending.done():
-        _show_progress(pending, inp.max_tokens, engine_tag(journey_results().answer_key(inp)))
+        _show_progress(pending, inp.max_tokens, engine_tag(journey_results().answer_key(inp)), box)
     return pending.result()
 
 
-def _show_progress(pending: Pending, max_tokens: int, tag: str) -> None:
+def _show_progress(pending: Pending, max_tokens: int, tag: str, box: DeltaGenerator) -> None:
     """The generation's tokens so far, redrawn until it finishes (then the box goes away).
 
     Before the first token it says where this prompt is: in line for the engine (its place), or
     having its prompt read (prefill) in the engine's running batch.
     """
-    box = st.empty()
     while not (pending.done() or pending.overdue):  # past its deadline, result() raises ResultTimeout
         steps = [item for item in list(pending.progress) if isinstance(item, GenerationStep)]
         seconds = time.monotonic() - pending.started
@@ -156,9 +161,8 @@ def _show_progress(pending: Pending, max_tokens: int, tag: str) -> None:
     box.empty()
 
 
-def _show_waiting(pending: Pending, tag: str) -> None:
-    """Where this prompt is (in line, or being read by the model), redrawn until ``pending`` is done."""
-    box = st.empty()
+def _show_waiting(pending: Pending, tag: str, box: DeltaGenerator) -> None:
+    """Where this prompt is (in line, or being read by the model), redrawn in ``box`` until ``pending`` is done."""
     while not (pending.done() or pending.overdue):  # past its deadline, result() raises ResultTimeout
         box.caption(_waiting_line(pending, tag, time.monotonic() - pending.started))
         futures.wait([pending], timeout=POLL_SECONDS)  # back at once when it is done

@@ -68,3 +68,34 @@ def test_every_page_of_a_prompt_runs_each_model_stage_once(run_page, loaded):
             app = run_page(page, **settings)
             assert not app.exception, page
     assert {stage: computations[stage] - before[stage] for stage in before} == {"prefill": 1, "inspect": 1, "answer": 1}
+
+
+def test_a_run_that_waited_for_the_model_lays_the_page_out_as_one_that_did_not(loaded):
+    """A page's elements keep their places whether its run waited for the answer and the prefill (showing
+    their progress) or found them ready: Streamlit starts anew every element whose place changed, so a tab
+    picked after a page had waited sprang back to the first at the next rerun."""
+    def page():
+        import streamlit as st
+
+        from ui.cache import answered_prompt, journey_results, prefilled_prompt
+        from ui.settings import JourneySettings
+
+        settings = JourneySettings.from_sidebar(prompt=st.session_state.setdefault("prompt", "Name a colour."),
+                                                temperature=0.0, max_tokens=4)
+        results, inp = journey_results(), settings.journey_input()
+        ready = [results.peek_answer(inp), results.cache.peek(results.prefill_key(inp))]
+        st.session_state["waited"] = not all(p is not None and p.done() for p in ready)
+        prefilled_prompt(settings)
+        answered_prompt(settings)
+        st.tabs(["first", "second"])
+
+    import secrets
+
+    app = AppTest.from_function(page, default_timeout=180)
+    app.session_state["prompt"] = f"Name a colour, {secrets.token_hex(4)}."  # never computed before
+    app.run()
+    assert not app.exception and app.session_state["waited"] is True
+    waited = [type(element).__name__ for element in app.main]
+    app.run()
+    assert not app.exception and app.session_state["waited"] is False
+    assert [type(element).__name__ for element in app.main] == waited
