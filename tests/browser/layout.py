@@ -136,17 +136,18 @@ def _cut_tables(page: Page) -> list[str]:
     ]
 
 
-# Links and metric labels in the main area that are clipped (Streamlit cuts both at one line with "…"), and
-# headings with a word wider than the heading (the browser then breaks the word: "mod / el").
+# Links and metric labels, values and deltas in the main area that are clipped (Streamlit cuts each at one line
+# with "…"), and headings with a word wider than the heading (the browser then breaks the word: "mod / el").
 _CUT_TEXT = """() => {
   const shown = (e) => e.offsetParent !== null && !e.closest('details:not([open])');
   const main = document.querySelector('[data-testid="stMain"]');
   const links = [...main.querySelectorAll('[data-testid="stPageLink-NavLink"]')].filter(shown)
     .filter(a => [a, ...a.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
     .map(a => `link ${JSON.stringify(a.textContent.trim())} is cut at ${Math.round(a.clientWidth)} px`);
-  const labels = [...main.querySelectorAll('[data-testid="stMetricLabel"]')].filter(shown)
-    .filter(l => [l, ...l.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
-    .map(l => `metric label ${JSON.stringify(l.textContent.trim())} is cut at ${Math.round(l.clientWidth)} px`);
+  const parts = {stMetricLabel: 'label', stMetricValue: 'value', stMetricDelta: 'delta'};
+  const labels = [...main.querySelectorAll(Object.keys(parts).map(id => `[data-testid="${id}"]`).join(', '))]
+    .filter(shown).filter(l => [l, ...l.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+    .map(l => `metric ${parts[l.dataset.testid]} ${JSON.stringify(l.textContent.trim())} is cut at ${Math.round(l.clientWidth)} px`);
   const probe = document.createElement('span');
   probe.style.cssText = 'position:absolute;visibility:hidden;white-space:nowrap';
   document.body.appendChild(probe);
@@ -165,7 +166,8 @@ _CUT_TEXT = """() => {
 
 
 def cut_text_problems(page: Page) -> list[str]:
-    """Link and metric labels cut short and heading words broken in two, in the main area."""
+    """Link labels and metric labels, values and deltas cut short, and heading words broken in two, in the main
+    area."""
     return page.evaluate(_CUT_TEXT)
 
 
