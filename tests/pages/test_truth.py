@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 
 import numpy as np
@@ -19,7 +20,7 @@ import pytest
 
 from lifecycle.features.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
-from lifecycle.api.serving import model_status, start_model_loading
+from lifecycle.api.serving import LOADER_THREAD, model_status, start_model_loading
 from tests.pages.harness import plotly_figure, run_page
 from tests.pages.recompute import LONG_PROMPT, kv_bytes_per_token, next_token_probs, template_ids
 
@@ -55,6 +56,10 @@ def _wait_until_engine_idle(loaded, seconds: float = 120) -> None:
     start_model_loading()  # what app.py does on its first run
     while model_status().state != "ready" and time.monotonic() < deadline:
         time.sleep(0.2)
+    # "ready" comes before the loader queues the chat template's priming: an engine idle in between is not idle.
+    for thread in threading.enumerate():
+        if thread.name == LOADER_THREAD:
+            thread.join(max(0.0, deadline - time.monotonic()))
     engine = shared_engine(loaded)
     while time.monotonic() < deadline:
         state = engine.state()
