@@ -60,17 +60,7 @@ def render() -> None:
         norms = np.linalg.norm(vectors, axis=1)
         tied = "the same table" if config.tie_word_embeddings else "a separate table"
         lesson(embedding_sentence(user_count, count, config.vocab_size, dims))
-        rows = min(count, MAX_STRIP_TOKENS)
-        shown_dims = st.session_state.get("embedding_dims", min(64, dims))
-        st.plotly_chart(
-            embedding_strip(vectors[:rows], token_labels(texts[:rows]), shown_dims),
-            key="embedding_strip", theme=None
-        )
-        st.caption(f"{DIVERGING_MEANING} Single dimensions carry no readable meaning; "
-                   "meaning lives in directions spread over many of them."
-                   + (f" Showing the first {rows} of {count} tokens." if rows < count else ""))
-        st.slider("Dimensions shown", 16, dims, min(64, dims), 16, key="embedding_dims",
-                  help=f"Each vector has {dims} numbers; the strip shows the first ones.")
+        _strip(vectors, texts)
         with st.expander("What else these vectors tell", icon=":material/menu_book:"):
             st.markdown(
                 f"Their lengths range from {norms.min():.2f} to {norms.max():.2f}. Nothing else is added: SmolLM2 "
@@ -88,32 +78,57 @@ def render() -> None:
                     f"{', '.join(map(str, positions[:8]))}; its {len(positions)} rows are {verdict}."
                 )
 
-        st.subheader("Which words sit close together?", anchor=False)
-        typed = st.text_input("Words to compare (comma-separated)", DEFAULT_WORDS, key="embedding_words",
-                              help="Each word is embedded as it appears mid-sentence, with a leading space.")
-        try:
-            words = parse_words(typed)
-            word_vecs, token_counts = word_vectors(tuple(words))
-        except LifecycleError as error:
-            st.error(error.message, icon=":material/error:")
-        else:
-            by_id = {token_id: row for token_id, row in zip(forward.ids, vectors)}
-            prompt_ids = list(dict.fromkeys(t.id for t in prepared.prompt_tokens.tokens if t.id in by_id))
-            prompt_ids = prompt_ids[:MAX_MAP_TOKENS]
-            points = np.vstack([word_vecs, *[by_id[i][None] for i in prompt_ids]])
-            labels = words + [token_text(loaded, i) for i in prompt_ids]
-            groups = ["your words"] * len(words) + ["prompt tokens"] * len(prompt_ids)
-            coords = pca_2d(points)
-            left, right = st.container(), st.container()  # one under the other: each chart gets the full width
-            with left:
-                st.plotly_chart(pca_map(coords, labels, groups), key="embedding_pca", theme=None)
-                st.caption(pca_sentence(len(points), dims, pca_share(points)))
-            with right:
-                similarity = cosine_similarity_matrix(word_vecs)
-                st.plotly_chart(similarity_matrix(similarity, words), key="embedding_similarity", theme=None)
-                split = [f"{quoted(w)} ({n} tokens)" for w, n in zip(words, token_counts) if n > 1]
-                st.caption(
-                    "Cosine similarity: 1 = same direction, 0 = unrelated. These are the raw input vectors, "
-                    "before any layer has seen context."
-                    + (f" Averaged over several tokens: {', '.join(split)}." if split else "")
-                )
+        _word_map(prepared, forward, loaded)
+
+
+@st.fragment
+def _strip(vectors: np.ndarray, texts: list[str]) -> None:
+    """The embedding strip and its slider: a step of the slider reruns this fragment alone, not the page."""
+    count, dims = vectors.shape
+    rows = min(count, MAX_STRIP_TOKENS)
+    shown_dims = st.session_state.get("embedding_dims", min(64, dims))
+    st.plotly_chart(
+        embedding_strip(vectors[:rows], token_labels(texts[:rows]), shown_dims),
+        key="embedding_strip", theme=None
+    )
+    st.caption(f"{DIVERGING_MEANING} Single dimensions carry no readable meaning; "
+               "meaning lives in directions spread over many of them."
+               + (f" Showing the first {rows} of {count} tokens." if rows < count else ""))
+    st.slider("Dimensions shown", 16, dims, min(64, dims), 16, key="embedding_dims",
+              help=f"Each vector has {dims} numbers; the strip shows the first ones.")
+
+
+@st.fragment
+def _word_map(prepared, forward, loaded) -> None:
+    """The visitor's words on a map with the prompt's tokens: another word list reruns this fragment alone."""
+    vectors = forward.embeddings
+    dims = vectors.shape[1]
+    st.subheader("Which words sit close together?", anchor=False)
+    typed = st.text_input("Words to compare (comma-separated)", DEFAULT_WORDS, key="embedding_words",
+                          help="Each word is embedded as it appears mid-sentence, with a leading space.")
+    try:
+        words = parse_words(typed)
+        word_vecs, token_counts = word_vectors(tuple(words))
+    except LifecycleError as error:
+        st.error(error.message, icon=":material/error:")
+    else:
+        by_id = {token_id: row for token_id, row in zip(forward.ids, vectors)}
+        prompt_ids = list(dict.fromkeys(t.id for t in prepared.prompt_tokens.tokens if t.id in by_id))
+        prompt_ids = prompt_ids[:MAX_MAP_TOKENS]
+        points = np.vstack([word_vecs, *[by_id[i][None] for i in prompt_ids]])
+        labels = words + [token_text(loaded, i) for i in prompt_ids]
+        groups = ["your words"] * len(words) + ["prompt tokens"] * len(prompt_ids)
+        coords = pca_2d(points)
+        left, right = st.container(), st.container()  # one under the other: each chart gets the full width
+        with left:
+            st.plotly_chart(pca_map(coords, labels, groups), key="embedding_pca", theme=None)
+            st.caption(pca_sentence(len(points), dims, pca_share(points)))
+        with right:
+            similarity = cosine_similarity_matrix(word_vecs)
+            st.plotly_chart(similarity_matrix(similarity, words), key="embedding_similarity", theme=None)
+            split = [f"{quoted(w)} ({n} tokens)" for w, n in zip(words, token_counts) if n > 1]
+            st.caption(
+                "Cosine similarity: 1 = same direction, 0 = unrelated. These are the raw input vectors, "
+                "before any layer has seen context."
+                + (f" Averaged over several tokens: {', '.join(split)}." if split else "")
+            )

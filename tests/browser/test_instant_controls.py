@@ -1,12 +1,13 @@
 """The Attention and Forward pass pages' controls redraw their figures in the browser, without a Streamlit
-script run, and how fast is measured.
+script run, the Embeddings page's controls rerun only their own fragment, and how fast is measured.
 
 Each control (layer, head, query token; layer, query head) is moved a few steps; each step must change
 what the component drew (its ``data-shown``) while the app's script state never turns to "running".
 The redraw time (the control's input event to the next animation frame after the component updated its
 SVG) and each page's open time for a prompt already computed are written to
-screenshots/instant-controls.json, which bench/browser_timings.py reads: figures, not assertions. That the
-live figures lead their pages and stay legible at every size is test_legibility's check of every page.
+screenshots/instant-controls.json, the Embeddings controls' times to screenshots/instant-fragments.json, which
+bench/browser_timings.py reads: figures, not assertions. That the live figures lead their pages and stay
+legible at every size is test_legibility's check of every page.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from bench.browser_timings import INSTANT_CONTROLS_FILE, STEPS_FILLED
-from tests.browser.app_page import EXCEPTION, open_page, wait_idle
-from tests.browser.conftest import PAGE_TIMEOUT_MS
+from bench.browser_timings import INSTANT_CONTROLS_FILE, INSTANT_FRAGMENTS_FILE, STEPS_FILLED
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, open_page, wait_idle
+from tests.browser.conftest import PAGE_TIMEOUT_MS, SCREENSHOTS
 
 pytestmark = pytest.mark.browser
 
@@ -146,3 +147,62 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
     (screenshots / INSTANT_CONTROLS_FILE).write_text(json.dumps(record, indent=1) + "\n")
     print(f"\ninstant controls: {json.dumps(record)}")
     assert all(v["median_ms"] > 0 for v in record["controls"].values())
+
+
+# Marks, while it runs, whether any element outside the Embeddings page's two fragments went stale (Streamlit marks
+# an element stale while a run that will redraw it goes on: a whole-page run marks the lesson and the headings).
+_WATCH_FRAGMENT_RUNS = """() => {
+  window.outsideStale = false;
+  window.runDone = null;
+  const app = document.querySelector('[data-testid="stApp"]');
+  const main = document.querySelector('[data-testid="stMain"]');
+  const lesson = [...main.querySelectorAll('[data-testid="stMarkdown"]')].find(e => e.innerText.includes('Your message'));
+  new MutationObserver(() => {
+    if (lesson.closest('[data-stale="true"]') || lesson.querySelector('[data-stale="true"]')) window.outsideStale = true;
+  }).observe(main, {attributes: true, subtree: true, attributeFilter: ['data-stale']});
+  let ran = false;
+  new MutationObserver(() => {
+    const state = app.getAttribute('data-test-script-state');
+    if (state === 'running') ran = true;
+    if (ran && state !== 'running' && window.runDone === null) requestAnimationFrame(() => { window.runDone = performance.now(); });
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+
+
+def _fragment_run(page, act) -> float:
+    """Do ``act``; the ms from it to the frame after its run ended, which must have redrawn the fragment alone."""
+    page.evaluate(_WATCH_FRAGMENT_RUNS)
+    started = page.evaluate("() => performance.now()")
+    act()
+    page.wait_for_function("() => window.runDone !== null")
+    page.wait_for_function(CHARTS_DRAWN)
+    assert page.evaluate("() => window.outsideStale") is False, "the whole page ran again"
+    return page.evaluate("() => window.runDone") - started
+
+
+def test_the_embeddings_controls_rerun_their_fragment_alone(app_url, page):
+    """The strip's "Dimensions shown" slider and the word list each rerun only their own fragment (a server round
+    trip, no model run): the lesson above them never goes stale. The times go to INSTANT_FRAGMENTS_FILE."""
+    open_page(page, app_url, "embeddings", prompt=PROMPT, temperature=0)
+    page.wait_for_function(CHARTS_DRAWN)
+    main = page.get_by_test_id("stMainBlockContainer")
+    slider = main.get_by_test_id("stSlider").filter(has_text="Dimensions shown").get_by_role("slider")
+    shown = slider.get_attribute("aria-valuenow")
+    steps = []
+    for key in ["ArrowRight"] * 3 + ["ArrowLeft"] * 3:
+        slider.focus()
+        steps.append(_fragment_run(page, lambda key=key: slider.press(key)))
+        wait_idle(page)
+    assert slider.get_attribute("aria-valuenow") == shown  # three steps up and three down
+    box = main.get_by_test_id("stTextInput").filter(has_text="Words to compare").locator("input")
+    words = []
+    for typed in ("king, queen, man, woman", "cat, dog, car, bus"):
+        box.fill(typed)
+        words.append(_fragment_run(page, lambda: box.press("Enter")))
+        wait_idle(page)
+        expect(main.get_by_test_id("stPlotlyChart").last).to_contain_text(typed.split(", ")[-1])
+    record = {"embeddings.dimensions": {"median_ms": round(statistics.median(steps), 1), "steps": len(steps)},
+              "embeddings.words": {"median_ms": round(statistics.median(words), 1), "steps": len(words)},
+              "measures": "control event to the frame after its fragment's run ended (a server round trip)"}
+    (SCREENSHOTS / INSTANT_FRAGMENTS_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"\ninstant fragments: {json.dumps(record)}")
