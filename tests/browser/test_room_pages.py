@@ -38,9 +38,10 @@ def test_generation_shows_tokens_as_they_arrive_then_the_finished_page(app_url, 
     expect(progress).to_be_visible(timeout=120_000)
     counts = []
     for _ in range(40):
-        if not progress.count():
+        shown = progress.all_inner_texts()  # no waiting: the box can go between a look and a read
+        if not shown:
             break
-        match = PROGRESS.search(progress.first.inner_text())
+        match = PROGRESS.search(shown[0])
         if match:
             counts.append(int(match.group(1)))
             if len(counts) == 2:
