@@ -102,7 +102,7 @@ def pages_section() -> None:
     from playwright.sync_api import sync_playwright
 
     from bench.app_server import AppServer
-    from bench.browser_timings import (OPEN_TARGET_S, attention_forward_rows, embeddings_rows, forward_tab_rows,
+    from bench.browser_timings import (OPEN_TARGET_S, attention_forward_rows, forward_tab_rows, fragment_rows,
                                         generation_kv_streaming_rows, page_open_rows, page_switch_rows)
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 
@@ -122,7 +122,7 @@ def pages_section() -> None:
         finally:
             browser.close()
     heading("pages: controls redrawn in the browser (read from the browser suite's last run)")
-    for name, figure, target in attention_forward_rows() + embeddings_rows() + generation_kv_streaming_rows():
+    for name, figure, target in attention_forward_rows() + fragment_rows() + generation_kv_streaming_rows():
         row(name, figure, target, _verdict(figure, target))
 
 

@@ -23,7 +23,7 @@ REDRAW_TARGET_MS = 150
 OPEN_REPEATS = 3
 INSTANT_CONTROLS_FILE = "instant-controls.json"  # tests/browser/test_instant_controls.py
 INSTANT_FILE = "instant-generation.json"  # tests/browser/test_instant_generation.py
-INSTANT_FRAGMENTS_FILE = "instant-fragments.json"  # tests/browser/test_instant_controls.py, Embeddings
+INSTANT_FRAGMENTS_FILE = "instant-fragments.json"  # tests/browser/test_instant_controls.py, the fragments
 VIEWPORT = {"width": 1366, "height": 768}
 TIMEOUT_MS = 600_000  # the warming visit of a fresh server waits for the model and the prompt's results
 # The script run has finished (the h1 is only there once the page's script started), the page's main
@@ -229,9 +229,9 @@ def attention_forward_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
-def embeddings_rows() -> list[tuple[str, str, str]]:
-    """The Embeddings page's two controls, each rerunning its own fragment: the median from the control to the
-    run's end, from the last browser-suite run."""
+def fragment_rows() -> list[tuple[str, str, str]]:
+    """The controls that rerun only their own fragment (the Embeddings page's slider and word list): the median
+    from the control to the run's end, from the last browser-suite run."""
     path = SCREENSHOTS / INSTANT_FRAGMENTS_FILE
     if not path.exists():
         return [("Embeddings controls", "-", "run tests/browser/test_instant_controls.py")]

@@ -6,7 +6,9 @@ import streamlit as st
 from charts.theme import DIVERGING_MEANING
 from charts.embeddings import embedding_strip, pca_map, similarity_matrix, token_labels
 from lifecycle.errors import LifecycleError
-from lifecycle.stages.forward_pass import cosine_similarity_matrix, embed_words, pca_2d, pca_share, token_text
+from lifecycle.journey import PreparedPrompt
+from lifecycle.model import LoadedModel
+from lifecycle.stages.forward_pass import ForwardPass, cosine_similarity_matrix, embed_words, pca_2d, pca_share, token_text
 from lifecycle.lessons.embeddings import embedding_sentence, pca_sentence
 from ui.cache import inspected_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
@@ -99,7 +101,7 @@ def _strip(vectors: np.ndarray, texts: list[str]) -> None:
 
 
 @st.fragment
-def _word_map(prepared, forward, loaded) -> None:
+def _word_map(prepared: PreparedPrompt, forward: ForwardPass, loaded: LoadedModel) -> None:
     """The visitor's words on a map with the prompt's tokens: another word list reruns this fragment alone."""
     vectors = forward.embeddings
     dims = vectors.shape[1]
