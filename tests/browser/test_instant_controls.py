@@ -161,11 +161,11 @@ _WATCH_FRAGMENT_RUNS = """() => {
     if (lesson.closest('[data-stale="true"]') || lesson.querySelector('[data-stale="true"]')) window.outsideStale = true;
   }).observe(main, {attributes: true, subtree: true, attributeFilter: ['data-stale']});
   let ran = false;
-  new MutationObserver(() => {
+  new MutationObserver(records => {  // a short run can start and end between two callbacks: read the old values too
     const state = app.getAttribute('data-test-script-state');
-    if (state === 'running') ran = true;
+    if (state === 'running' || records.some(r => r.oldValue === 'running')) ran = true;
     if (ran && state !== 'running' && window.runDone === null) requestAnimationFrame(() => { window.runDone = performance.now(); });
-  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
 }"""
 
 
