@@ -15,12 +15,12 @@ import statistics
 import pytest
 from playwright.sync_api import expect
 from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from bench.browser_timings import STEPS_FILLED, click_tab
 from tests.browser.app_page import EXCEPTION, open_page, wait_idle, wait_still
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import chart_text_problems
+from tests.browser.streamlit_socket import FRAGMENT_FINISHED, Socket
 from tests.browser.test_instant_controls import _WATCH_RUNS
 
 pytestmark = pytest.mark.browser
@@ -30,38 +30,6 @@ TABS = ["1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax", "4. Attent
         "6. Block output", "Logit lens"]
 FILL_KEY = "forward_fill"  # views/forward_pass.py's ui.when_idle
 SIZES = {"laptop": (1366, 768), "projector": (1024, 768), "phone": (390, 844)}
-
-
-class Socket:
-    """Every message on the page's Streamlit websocket, decoded, in order."""
-
-    def __init__(self, page) -> None:
-        self.sent: list[BackMsg] = []
-        self.received: list[ForwardMsg] = []
-        page.on("websocket", self._watch)
-
-    def _watch(self, socket) -> None:
-        socket.on("framesent", self._sent)
-        socket.on("framereceived", self._received)
-
-    def _sent(self, payload) -> None:
-        if isinstance(payload, (bytes, bytearray)):
-            message = BackMsg()
-            message.ParseFromString(payload)
-            self.sent.append(message)
-
-    def _received(self, payload) -> None:
-        if isinstance(payload, (bytes, bytearray)):
-            message = ForwardMsg()
-            message.ParseFromString(payload)
-            self.received.append(message)
-
-    def reruns(self) -> list[BackMsg]:
-        return [m for m in self.sent if m.WhichOneof("type") == "rerun_script"]
-
-    def finished(self) -> list[str]:
-        return [ForwardMsg.ScriptFinishedStatus.Name(m.script_finished) for m in self.received
-                if m.WhichOneof("type") == "script_finished"]
 
 
 def _carries(rerun: BackMsg, key: str) -> bool:
@@ -79,7 +47,7 @@ def test_the_step_tabs_fill_in_once_then_switch_without_a_run(app_url, page):
     fragment_runs = [m for m in socket.reruns() if m.rerun_script.fragment_id]
     assert len(fragment_runs) == 1 and _carries(fragment_runs[0], FILL_KEY)
     assert socket.reruns()[-1] is fragment_runs[0]
-    assert socket.finished()[-1] == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY"
+    assert socket.finished()[-1] == FRAGMENT_FINISHED
     tabs = page.get_by_test_id("stMain").get_by_test_id("stTab")
     assert tabs.all_inner_texts() == TABS
 

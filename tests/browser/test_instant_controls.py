@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 from bench.browser_timings import INSTANT_CONTROLS_FILE, INSTANT_FRAGMENTS_FILE, STEPS_FILLED
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, open_page, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS, SCREENSHOTS
+from tests.browser.streamlit_socket import FRAGMENT_FINISHED, Socket
 
 pytestmark = pytest.mark.browser
 
@@ -149,60 +150,42 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
     assert all(v["median_ms"] > 0 for v in record["controls"].values())
 
 
-# Marks, while it runs, whether any element outside the Embeddings page's two fragments went stale (Streamlit marks
-# an element stale while a run that will redraw it goes on: a whole-page run marks the lesson and the headings).
-_WATCH_FRAGMENT_RUNS = """() => {
-  window.outsideStale = false;
-  window.runDone = null;
-  const app = document.querySelector('[data-testid="stApp"]');
-  const main = document.querySelector('[data-testid="stMain"]');
-  const lesson = [...main.querySelectorAll('[data-testid="stMarkdown"]')].find(e => e.innerText.includes('Your message'));
-  new MutationObserver(() => {
-    if (lesson.closest('[data-stale="true"]') || lesson.querySelector('[data-stale="true"]')) window.outsideStale = true;
-  }).observe(main, {attributes: true, subtree: true, attributeFilter: ['data-stale']});
-  let ran = false;
-  new MutationObserver(records => {  // a short run can start and end between two callbacks: read the old values too
-    const state = app.getAttribute('data-test-script-state');
-    if (state === 'running' || records.some(r => r.oldValue === 'running')) ran = true;
-    if (ran && state !== 'running' && window.runDone === null) requestAnimationFrame(() => { window.runDone = performance.now(); });
-  }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
-}"""
-
-
-def _fragment_run(page, act) -> float:
-    """Do ``act``; the ms from it to the frame after its run ended, which must have redrawn the fragment alone."""
-    page.evaluate(_WATCH_FRAGMENT_RUNS)
-    started = page.evaluate("() => performance.now()")
-    act()
-    page.wait_for_function("() => window.runDone !== null")
+def _fragment_run(page, socket: Socket, act) -> float:
+    """Do ``act``; the ms from it to its run's end arriving, which must have been a run of a fragment alone (what
+    the browser asked for and what the server answered, off the websocket)."""
+    asked, seconds, status = socket.run_after(act)
+    assert all(m.rerun_script.fragment_id for m in asked), "the whole page ran again"
+    assert status == FRAGMENT_FINISHED
     page.wait_for_function(CHARTS_DRAWN)
-    assert page.evaluate("() => window.outsideStale") is False, "the whole page ran again"
-    return page.evaluate("() => window.runDone") - started
+    return seconds * 1000
 
 
 def test_the_embeddings_controls_rerun_their_fragment_alone(app_url, page):
     """The strip's "Dimensions shown" slider and the word list each rerun only their own fragment (a server round
-    trip, no model run): the lesson above them never goes stale. The times go to INSTANT_FRAGMENTS_FILE."""
+    trip, no model run): the browser asks for the fragment's run and the server ends it as one, never the page's.
+    The times go to INSTANT_FRAGMENTS_FILE."""
+    socket = Socket(page)
     open_page(page, app_url, "embeddings", prompt=PROMPT, temperature=0)
     page.wait_for_function(CHARTS_DRAWN)
+    wait_idle(page)
     main = page.get_by_test_id("stMainBlockContainer")
     slider = main.get_by_test_id("stSlider").filter(has_text="Dimensions shown").get_by_role("slider")
     shown = slider.get_attribute("aria-valuenow")
     steps = []
     for key in ["ArrowRight"] * 3 + ["ArrowLeft"] * 3:
         slider.focus()
-        steps.append(_fragment_run(page, lambda key=key: slider.press(key)))
+        steps.append(_fragment_run(page, socket, lambda key=key: slider.press(key)))
         wait_idle(page)
     assert slider.get_attribute("aria-valuenow") == shown  # three steps up and three down
     box = main.get_by_test_id("stTextInput").filter(has_text="Words to compare").locator("input")
     words = []
     for typed in ("king, queen, man, woman", "cat, dog, car, bus"):
         box.fill(typed)
-        words.append(_fragment_run(page, lambda: box.press("Enter")))
+        words.append(_fragment_run(page, socket, lambda: box.press("Enter")))
         wait_idle(page)
         expect(main.get_by_test_id("stPlotlyChart").last).to_contain_text(typed.split(", ")[-1])
     record = {"embeddings.dimensions": {"median_ms": round(statistics.median(steps), 1), "steps": len(steps)},
               "embeddings.words": {"median_ms": round(statistics.median(words), 1), "steps": len(words)},
-              "measures": "control event to the frame after its fragment's run ended (a server round trip)"}
+              "measures": "control event to its fragment run's end arriving on the websocket (a server round trip)"}
     (SCREENSHOTS / INSTANT_FRAGMENTS_FILE).write_text(json.dumps(record, indent=1) + "\n")
     print(f"\ninstant fragments: {json.dumps(record)}")
