@@ -230,11 +230,11 @@ def attention_forward_rows() -> list[tuple[str, str, str]]:
 
 
 def fragment_rows() -> list[tuple[str, str, str]]:
-    """The controls that rerun only their own fragment (the Embeddings page's slider and word list): the median
-    from the control to the run's end, from the last browser-suite run."""
+    """The controls that rerun only their own fragment (the Embeddings page's slider and word list, the Next
+    token page's scale): the median from the control to the run's end, from the last browser-suite run."""
     path = SCREENSHOTS / INSTANT_FRAGMENTS_FILE
     if not path.exists():
-        return [("Embeddings controls", "-", "run tests/browser/test_instant_controls.py")]
+        return [("Embeddings and Next token controls", "-", "run tests/browser/test_instant_controls.py")]
     measured = json.loads(path.read_text())
     return [(f"{name} -> fragment rerun (ms, median of {figure['steps']})", f"{figure['median_ms']:.1f}",
              f"<= {REDRAW_TARGET_MS} ms") for name, figure in measured.items() if name != "measures"]

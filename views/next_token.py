@@ -6,6 +6,7 @@ import streamlit as st
 from charts.logprobs import steps_logprob_figure
 from charts.next_token import candidate_bars, rank_curve
 from lifecycle.lessons.next_token import next_token_lesson
+from lifecycle.stages.sampling import TokenCandidate
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
@@ -27,13 +28,7 @@ def render() -> None:
 
         left, right = st.columns(2)
         with left:
-            st.subheader(f"Top {TOP_CANDIDATES} candidates", anchor=False)
-            scale = st.segmented_control("Show", ["probability", "log-probability"], default="probability",
-                                         key="next_token_scale") or "probability"
-            figure = candidate_bars(top, "logprob" if scale == "log-probability" else "probability")
-            st.plotly_chart(figure, key="next_token_bars", theme=None)
-            st.caption(f"Together these {TOP_CANDIDATES} hold {sum(c.probability for c in top):.1%} of the "
-                       "probability. Log-probability is what APIs return as `logprobs`.")
+            _candidates(top)
         with right:
             st.subheader("The whole vocabulary", anchor=False)
             st.plotly_chart(rank_curve(dist.probs), key="next_token_curve", theme=None)
@@ -79,3 +74,15 @@ def render() -> None:
                 f"Each box is coloured by the probability it gave the token that was chosen (the API's `logprobs`); "
                 f"{unsure} of the {len(steps)} tokens had less than 50%. Hover a token for the alternatives."
             )
+
+
+@st.fragment
+def _candidates(top: list[TokenCandidate]) -> None:
+    """The top candidates as bars: switching their scale reruns this fragment alone, not the page."""
+    st.subheader(f"Top {TOP_CANDIDATES} candidates", anchor=False)
+    scale = st.segmented_control("Show", ["probability", "log-probability"], default="probability",
+                                 key="next_token_scale") or "probability"
+    figure = candidate_bars(top, "logprob" if scale == "log-probability" else "probability")
+    st.plotly_chart(figure, key="next_token_bars", theme=None)
+    st.caption(f"Together these {TOP_CANDIDATES} hold {sum(c.probability for c in top):.1%} of the "
+               "probability. Log-probability is what APIs return as `logprobs`.")

@@ -1,17 +1,18 @@
 """The Attention and Forward pass pages' controls redraw their figures in the browser, without a Streamlit
-script run, the Embeddings page's controls rerun only their own fragment, and how fast is measured.
+script run, the Embeddings and Next token pages' controls rerun only their own fragment, and how fast is measured.
 
 Each control (layer, head, query token; layer, query head) is moved a few steps; each step must change
 what the component drew (its ``data-shown``) while the app's script state never turns to "running".
 The redraw time (the control's input event to the next animation frame after the component updated its
 SVG) and each page's open time for a prompt already computed are written to
-screenshots/instant-controls.json, the Embeddings controls' times to screenshots/instant-fragments.json, which
+screenshots/instant-controls.json, the fragments' times to screenshots/instant-fragments.json, which
 bench/browser_timings.py reads: figures, not assertions. That the live figures lead their pages and stay
 legible at every size is test_legibility's check of every page.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import statistics
 import time
@@ -184,8 +185,35 @@ def test_the_embeddings_controls_rerun_their_fragment_alone(app_url, page):
         words.append(_fragment_run(page, socket, lambda: box.press("Enter")))
         wait_idle(page)
         expect(main.get_by_test_id("stPlotlyChart").last).to_contain_text(typed.split(", ")[-1])
-    record = {"embeddings.dimensions": {"median_ms": round(statistics.median(steps), 1), "steps": len(steps)},
-              "embeddings.words": {"median_ms": round(statistics.median(words), 1), "steps": len(words)},
-              "measures": "control event to its fragment run's end arriving on the websocket (a server round trip)"}
-    (SCREENSHOTS / INSTANT_FRAGMENTS_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    _record_fragments({"embeddings.dimensions": steps, "embeddings.words": words})
+
+
+def test_the_next_token_scale_reruns_its_fragment_alone(app_url, page):
+    """Switching the candidates between probability and log-probability reruns the bars' fragment alone; the bars'
+    axis follows. The times go to INSTANT_FRAGMENTS_FILE."""
+    socket = Socket(page)
+    open_page(page, app_url, "next-token", prompt=PROMPT, temperature=0)
+    page.wait_for_function(CHARTS_DRAWN)
+    wait_idle(page)
+    main = page.get_by_test_id("stMainBlockContainer")
+    bars = main.get_by_test_id("stPlotlyChart").first
+    scales = []
+    for scale in ("log-probability", "probability", "log-probability", "probability"):
+        button = main.get_by_role("radio", name=scale, exact=True)
+        scales.append(_fragment_run(page, socket, button.click))
+        wait_idle(page)
+        expect(bars.locator(".xtitle")).to_contain_text("Log-probability" if scale == "log-probability" else "Probability")
+    _record_fragments({"next-token.scale": scales})
+
+
+def _record_fragments(times: dict[str, list[float]]) -> None:
+    """Merge these controls' median times into INSTANT_FRAGMENTS_FILE: each test writes its own controls, under a
+    lock (two xdist workers may run the two tests at once)."""
+    path = SCREENSHOTS / INSTANT_FRAGMENTS_FILE
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = json.loads(path.read_text()) if path.exists() else {}
+        record |= {name: {"median_ms": round(statistics.median(ms), 1), "steps": len(ms)} for name, ms in times.items()}
+        record["measures"] = "control event to its fragment run's end arriving on the websocket (a server round trip)"
+        path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"\ninstant fragments: {json.dumps(record)}")
