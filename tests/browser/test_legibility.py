@@ -1,8 +1,9 @@
 """Every page opened by a deep link in a real browser and looked at at a laptop, a projector and a phone
-size, then reopened in presenter mode on the projector: screenshots for a person to open, and DOM checks that
-no chart label overlaps another or leaves its chart (Plotly's and the live SVG figures', a step replay at three
-of its states), that no table cuts a column, that no link label, metric or heading word is cut, and that a model
-stage leads with its picture. Presenter mode puts the main visual on the first screen of a 1024x768 projector."""
+size: screenshots for a person to open, and DOM checks that no chart label overlaps another or leaves its chart
+(Plotly's and the live SVG figures', a step replay at three of its states), that no table cuts a column, that no
+link label, metric or heading word is cut, and that a model stage leads with its picture. Then presenter mode as a
+teacher uses it: a link with ?present=1 on a 1024x768 projector and the arrow keys through every stage, each
+page's main visual on the first screen."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import (chart_text_problems, cut_text_problems, first_top, live_figure_problems,
                                   table_problems, wait_for_visual)
 from ui.frame import APP_TITLE
-from ui.stages import HOME, PHASES, STAGES, StagePage, neighbours
+from ui.stages import HOME, PHASES, STAGES, StagePage
 
 pytestmark = pytest.mark.browser
 
@@ -59,9 +60,7 @@ def test_every_page_opens_by_deep_link_and_is_legible(app_url, browser, screensh
     """The page opened once by a deep link carrying a prompt, at the widest size, then resized to each of the
     others (the frontend lays out again: columns stack, charts redraw, the sidebar closes on a phone), with
     every check at each. A model-stage page must also start its main visual on the first screen at the
-    laptop's and the projector's size, and stay within MAX_SCREENS of the projector's height. Last, the same
-    link with ?present=1 in the same tab (a new session, the prompt's results already computed): presenter
-    mode's first screen on a projector."""
+    laptop's and the projector's size, and stay within MAX_SCREENS of the projector's height."""
     width, height = SIZES["laptop"]
     context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(PAGE_TIMEOUT_MS)
@@ -88,27 +87,63 @@ def test_every_page_opens_by_deep_link_and_is_legible(app_url, browser, screensh
             found += chart_text_problems(page) + table_problems(page) + cut_text_problems(page)
             if found:
                 problems[size] = found
-        if found := _presenter_problems(page, app_url, stage, screenshots):
-            problems["presenter"] = found
     finally:
         context.close()
     assert problems == {}
 
 
-def _presenter_problems(page: Page, app_url: str, stage: StagePage, screenshots) -> list[str]:
-    """The page reopened by its link with ?present=1 at a projector's size: the sidebar closed and the main
-    visual on the first screen."""
+# The presenter walk in two halves (the first from the journey map, the second from a link to its first stage), so
+# that two workers share it.
+WALKS = [PAGES[:len(PAGES) // 2], PAGES[len(PAGES) // 2:]]
+
+
+@pytest.mark.parametrize("walk", WALKS, ids=["first-half", "second-half"])
+def test_presenter_mode_walks_every_page_with_its_visual_on_the_first_screen(app_url, browser, screenshots, walk):
+    """What a teacher does at a projector: open a page by a link with ?present=1, then the arrow keys through the
+    stages (each an in-app page switch carrying the prompt and presenter mode). On every page: the sidebar closed,
+    the prompt followed, the main visual on the first screen; a screenshot of each. ArrowLeft goes back."""
     width, height = SIZES["projector"]
-    page.set_viewport_size({"width": width, "height": height})
-    open_page(page, app_url, stage.url_path, prompt=PROMPT, present=1)
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    problems: dict[str, list[str]] = {}
+    folder = screenshots / "presenter"
+    folder.mkdir(exist_ok=True)
+    try:
+        page = context.new_page()
+        open_page(page, app_url, walk[0].url_path, prompt=PROMPT, present=1)
+        page.wait_for_function("() => window.lifecycleKeys === true")  # ui/presenter/keys.js is listening
+        for stage in walk:
+            if stage is not walk[0]:
+                _press(page, "ArrowRight", stage)
+            title = APP_TITLE if stage is HOME else stage.title
+            expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_have_text(title)
+            if found := _presenter_problems(page, stage, height, folder):
+                problems[stage.url_path or "home"] = found
+        _press(page, "ArrowLeft", walk[-2])
+    finally:
+        context.close()
+    assert problems == {}
+
+
+def _press(page: Page, key: str, arriving: StagePage) -> None:
+    """Press ``key`` on the page (not in a widget) and wait until ``arriving`` has run, in presenter mode."""
+    page.evaluate("() => document.activeElement?.blur()")
+    page.keyboard.press(key)
+    expect(page).to_have_url(re.compile(rf"/{arriving.url_path}\?(.*&)?present=1"))
+    wait_idle(page)
+
+
+def _presenter_problems(page: Page, stage: StagePage, height: int, folder) -> list[str]:
+    """On this presenter-mode page: no exception, the prompt followed, the sidebar closed and the main visual on
+    the first screen."""
     expect(page.locator(EXCEPTION)).to_have_count(0)
     page.wait_for_function(CHARTS_DRAWN)
     wait_for_visual(page, MAIN_VISUAL.get(stage.url_path, CHART))
     wait_still(page)
-    folder = screenshots / "presenter"
-    folder.mkdir(exist_ok=True)
     page.screenshot(path=folder / f"{stage.url_path or 'home'}.png")
     found = []
+    if PROMPT not in main_text(page):
+        found.append("the prompt was not carried")
     if page.get_by_test_id("stMain").bounding_box()["x"] >= 50:
         found.append("the sidebar is open")
     top = first_top(page, MAIN_VISUAL.get(stage.url_path, CHART))
@@ -143,25 +178,6 @@ def _lead_problems(page: Page, stage: StagePage, size: str) -> list[str]:
     if size == "projector" and tall > MAX_SCREENS * height:
         found.append(f"the page is {tall / height:.1f} screens tall")
     return found
-
-
-def test_presenter_mode_arrow_keys_walk_the_stages(app_url, page):
-    first = STAGES[2]
-    _, after = neighbours(first)
-    open_page(page, app_url, first.url_path, present=1)
-    expect(page.get_by_test_id("stProgress")).to_contain_text(f"Stage 3 of {len(STAGES)}")
-    page.wait_for_function("() => window.lifecycleKeys === true")  # ui/presenter/keys.js is listening
-    main = page.get_by_test_id("stMainBlockContainer")
-    next_link = main.get_by_role("link", name=re.compile(f"Next: {re.escape(after.title)}"))
-    expect(next_link).to_be_visible()
-    expect(next_link).to_have_attribute("href", re.compile(r"present=1"))  # the switch cannot drop it
-    page.evaluate("() => document.activeElement?.blur()")  # keys go to the page, not a widget
-    page.keyboard.press("ArrowRight")
-    expect(page).to_have_url(re.compile(rf"/{after.url_path}\?(.*&)?present=1"), timeout=PAGE_TIMEOUT_MS)
-    wait_idle(page)
-    assert page.get_by_test_id("stMainBlockContainer").locator("h1").first.inner_text() == after.title
-    page.keyboard.press("ArrowLeft")
-    expect(page).to_have_url(re.compile(rf"/{first.url_path}\?"), timeout=PAGE_TIMEOUT_MS)
 
 
 def test_presenter_mode_cuts_the_lesson_to_its_first_sentences(app_url, page):
