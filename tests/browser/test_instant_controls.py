@@ -16,7 +16,6 @@ import fcntl
 import json
 import statistics
 import time
-from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import expect
@@ -44,14 +43,6 @@ _WATCH_RUNS = """() => {
   document.addEventListener('input', () => { window.redraw = {at: performance.now()}; }, {capture: true});
   document.addEventListener('keydown', () => { window.redraw = {at: performance.now()}; }, {capture: true});
 }"""
-
-def _open(page, app_url: str, url_path: str) -> None:
-    """Open the page for PROMPT; the first page of a fresh server waits for the model, longer than
-    expect()'s own 5 s."""
-    page.goto(f"{app_url}/{url_path}?prompt={quote(PROMPT)}&temperature=0")
-    expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
-    open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
-
 
 def _step(page, selector: str, move) -> float:
     """Do ``move``, wait for the component's next drawn frame; the redraw time in ms."""
@@ -115,7 +106,7 @@ def _open_time(browser, app_url: str, url_path: str) -> tuple[float, int]:
 
 
 def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, browser, page, screenshots):
-    _open(page, app_url, "attention")
+    open_page(page, app_url, "attention", prompt=PROMPT, temperature=0)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     attention = _measure(page, "attention", ["layer", "head", "query"])
     # The redrawn map is the data's: the drawn row is the chosen (layer, head, query)'s decoded weights.

@@ -61,6 +61,15 @@ def _open(page, app_url: str, url_path: str, **extra) -> float:
     return drawn
 
 
+def _timed_open(page, app_url: str, url_path: str, figures: dict) -> None:
+    """Open the page (its prompt already computed) and record how long it took and its replay's payload."""
+    started = time.perf_counter()
+    figures["opens_s"][url_path] = round(_open(page, app_url, url_path), 3)
+    figures["idle_s"][url_path] = round(time.perf_counter() - started, 3)
+    figures["payload_bytes"][url_path] = page.locator(".live-replay").evaluate(
+        "root => JSON.stringify(root.liveData).length")
+
+
 def _move(page, root, control) -> tuple[float, dict]:
     """Work ``control`` once; the redraw time (ms) and what the replay shows after it."""
     draws = int(root.get_attribute("data-draws") or 0)
@@ -91,14 +100,7 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
         _open(page, app_url, url_path)  # a fresh server loads the model first: longer than expect()'s 5 s
         expect(page.locator(EXCEPTION)).to_have_count(0)
     figures: dict = {"prompt": PROMPT, "opens_s": {}, "idle_s": {}, "redraw_ms": {}, "payload_bytes": {}}
-    for url_path in PAGES:
-        started = time.perf_counter()
-        figures["opens_s"][url_path] = round(_open(page, app_url, url_path), 3)
-        figures["idle_s"][url_path] = round(time.perf_counter() - started, 3)
-        figures["payload_bytes"][url_path] = page.locator(".live-replay").evaluate(
-            "root => JSON.stringify(root.liveData).length")
-
-    _open(page, app_url, "generation")
+    _timed_open(page, app_url, "generation", figures)
     root = _replay(page, "generation")
     data = root.evaluate("root => root.liveData")
     buttons = root.locator(".lr-controls")
@@ -118,7 +120,7 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
     times += _moved_without_a_run(page, root, [lambda: slider.press("ArrowLeft")] * MOVES)
     figures["redraw_ms"]["generation"] = times
 
-    _open(page, app_url, "kv-cache")
+    _timed_open(page, app_url, "kv-cache", figures)
     root = _replay(page, "kv")
     data = root.evaluate("root => root.liveData")
     more = root.get_by_role("button", name="More ▶")
@@ -130,7 +132,7 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
     assert f"At {data['window']:,} positions the cache holds {window_bytes / 2**20:,.2f} MiB" in root.evaluate(_SHOWN)["readout"]
     figures["redraw_ms"]["kv-cache"] = times
 
-    _open(page, app_url, "streaming")
+    _timed_open(page, app_url, "streaming", figures)
     root = _replay(page, "stream")
     data = root.evaluate("root => root.liveData")
     back = root.get_by_role("button", name="◀ Back")
