@@ -11,6 +11,7 @@ const OUTLINE = "#E69F00";  // OKABE_ITO[1]: the chosen query's row
 const CODE_MAX = 65535;
 const TOP_KEYS = 8;
 const MEAN = -1;
+const LABEL_PITCH = 1.5;  // row labels at least this many font sizes apart (a token glyph like ␣ stands taller than the font)
 
 function element(tag, attributes = {}, parent = null, namespace = null) {
   const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
@@ -75,7 +76,7 @@ function layout(state) {
                              Math.floor(width * (narrow ? 0.3 : 0.16)));
   const mapWidth = narrow ? width : Math.floor(width * 0.6);
   const cell = Math.max(2, Math.min(22, Math.floor((mapWidth - labelRoom - 8) / n)));
-  const every = Math.max(1, Math.ceil((font * 1.25) / cell));  // a label every `every` rows stays apart
+  const every = Math.max(1, Math.ceil((font * LABEL_PITCH) / cell));  // a label every `every` rows stays apart
   return { width, font, measure, labelRoom, narrow, cell, every, mapWidth,
            barsWidth: narrow ? width : width - mapWidth - 24 };
 }
@@ -98,7 +99,7 @@ function buildMap(state) {
   state.cells = [];
   for (let q = 0; q < n; q++) {
     const y = top + q * cell;
-    if (q % every === 0 || q === n - 1 && ((n - 1) % every) * cell >= font * 1.25) {  // the last row too, if apart
+    if (q % every === 0 || q === n - 1 && ((n - 1) % every) * cell >= font * LABEL_PITCH) {  // the last row too, if apart
       text("text", { x: labelRoom - 4, y: y + cell / 2, "text-anchor": "end", "dominant-baseline": "central",
                      class: "la-label" }, fitted(measure, data.labels[q], labelRoom - 6), map);
     }

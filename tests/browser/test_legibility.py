@@ -134,14 +134,14 @@ def _press(page: Page, key: str, arriving: StagePage) -> None:
 
 
 def _presenter_problems(page: Page, stage: StagePage, height: int, folder) -> list[str]:
-    """On this presenter-mode page: no exception, the prompt followed, the sidebar closed and the main visual on
-    the first screen."""
+    """On this presenter-mode page (its larger type): no exception, the prompt followed, the sidebar closed, the
+    main visual on the first screen, and no chart label of a live figure overlapping another or leaving it."""
     expect(page.locator(EXCEPTION)).to_have_count(0)
     page.wait_for_function(CHARTS_DRAWN)
     wait_for_visual(page, MAIN_VISUAL.get(stage.url_path, CHART))
     wait_still(page)
     page.screenshot(path=folder / f"{stage.url_path or 'home'}.png")
-    found = []
+    found = live_figure_problems(page)
     if PROMPT not in main_text(page):
         found.append("the prompt was not carried")
     if page.get_by_test_id("stMain").bounding_box()["x"] >= 50:

@@ -239,20 +239,3 @@ def test_the_live_chart_is_legible_at_every_size(app_url, browser, screenshots):
             page.screenshot(path=folder / "sampling-live.png")
     finally:
         context.close()
-
-
-def test_the_live_chart_is_on_a_projectors_first_screen_in_presenter_mode(app_url, browser, screenshots):
-    context = browser.new_context(viewport={"width": 1024, "height": 768})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
-    try:
-        page = context.new_page()
-        open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4, present=1)
-        expect(page.locator(EXCEPTION)).to_have_count(0)
-        assert _problems(page) == []
-        top = _live(page).locator("svg.ls-chart").bounding_box()["y"]
-        folder = screenshots / "presenter"
-        folder.mkdir(exist_ok=True)
-        page.screenshot(path=folder / "sampling-live.png")
-        assert top + 200 <= 768, f"the live chart starts at {top} px"
-    finally:
-        context.close()
