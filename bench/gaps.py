@@ -1,5 +1,6 @@
 """Inspection passes against a live stream: the worst gap between two streamed tokens of an API call
-while ten sessions open the Attention page for long prompts (ten inspection passes of ~900 tokens).
+while ten sessions open the Attention page for long prompts (ten inspection passes of ~900 tokens); and a call on
+a kept-alive connection, which must not wait for the client's delayed ACK.
 
 The inspection pass runs one decoder layer per slice between the engine's steps, so a stream should wait
 at most about one prefill chunk longer than it does alone. Measured on ``streamlit run app.py`` as the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import statistics
 import threading
 import time
 
@@ -23,6 +25,8 @@ from bench.sessions import room
 PASSES = 10
 PASS_WORDS = 700  # ~900 tokens once templated: below the journey's 1,024-token limit
 STREAM_TOKENS = 60
+KEEP_ALIVE_CALLS = 20
+KEEP_ALIVE_TARGET_MS = 20  # Nagle's algorithm left on costs ~40 ms a call on Linux
 
 
 def long_prompts(count: int) -> list[str]:
@@ -65,9 +69,25 @@ def prefill_chunk_seconds(base_url: str, key: str) -> float:
     return max(0.0, first_token_seconds(base_url, key, "Read this: " + " ".join(words)) - short)
 
 
+def keep_alive_call_seconds(base_url: str, key: str, calls: int = KEEP_ALIVE_CALLS) -> float:
+    """The median time of a ``GET /v1/models`` after the first on one openai client (one keep-alive connection):
+    with Nagle's algorithm left on, each waits ~40 ms for the client's delayed ACK (lifecycle/api/nodelay.py)."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url + "/v1", api_key=key, max_retries=0, timeout=60)
+    client.models.list()
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        client.models.list()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def gaps_part(_loaded=None) -> None:
     key = "sk-bench-" + secrets.token_hex(12)
     with AppServer({"LIFECYCLE_API_KEYS": f"bench:{key}"}) as server:
+        keep_alive = keep_alive_call_seconds(server.url, key)
         chunk = prefill_chunk_seconds(server.url, key)
         alone = stream_gaps(server.url, key)
         visits: list = []
@@ -78,6 +98,9 @@ def gaps_part(_loaded=None) -> None:
         during = stream_gaps(server.url, key)
         pages.join()
     problems = [p for v in visits for p in (*v.exceptions, *v.errors)]
+    row(f"a call on a kept-alive connection (GET /v1/models, ms, median of {KEEP_ALIVE_CALLS})",
+        f"{keep_alive * 1000:.1f}", f"< {KEEP_ALIVE_TARGET_MS} ms (no delayed-ACK wait)",
+        check(keep_alive * 1000 < KEEP_ALIVE_TARGET_MS))
     row("stream alone: worst gap between two tokens (ms)", f"{max(alone) * 1000:.0f}")
     row(f"with {PASSES} inspection passes: worst gap (ms)", f"{max(during) * 1000:.0f}",
         f"<= alone + 1 chunk ({(max(alone) + chunk) * 1000:.0f})", check(max(during) <= max(alone) + chunk))

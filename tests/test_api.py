@@ -6,6 +6,7 @@ driving the real model; the call log is a temporary SQLite file.
 
 from __future__ import annotations
 
+import gc
 import json
 from concurrent.futures import ThreadPoolExecutor
 import os
@@ -23,6 +24,7 @@ import httpx
 import pytest
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from lifecycle.api import serving
 from lifecycle.api import endpoints
@@ -81,6 +83,18 @@ def base_url(api_server) -> Iterator[str]:
 def http(base_url) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120) as client:
         yield client
+
+
+def test_every_connection_the_server_accepts_has_nagle_off(http):
+    """serve() binds its socket as Streamlit does (protocol number 0, so asyncio leaves Nagle's algorithm on):
+    the routes turn TCP_NODELAY on for each accepted connection, or every answer after the first on a kept-alive
+    connection waits ~40 ms for the client's delayed ACK (lifecycle/api/nodelay.py; `make bench` times it)."""
+    for _ in range(2):
+        assert http.get("/health").status_code == 200
+    accepted = [protocol.transport.get_extra_info("socket") for protocol in gc.get_objects()
+                if isinstance(protocol, H11Protocol) and protocol.transport and not protocol.transport.is_closing()]
+    assert accepted
+    assert all(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for sock in accepted)
 
 
 def chat(http: httpx.Client, **fields) -> httpx.Response:

@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from lifecycle.api.config import api_config
 from lifecycle.api.endpoints import ApiServer
 from lifecycle.api.keys import KEYS_ENV
+from lifecycle.api.nodelay import nagle_off_for_uvicorn
 from lifecycle.api.serving import start_model_loading
 
 _default_server: ApiServer | None = None
@@ -39,10 +40,12 @@ def default_server(secrets_: Mapping | None = None) -> ApiServer:
 def api_routes(secrets_: Mapping | None = None, server: ApiServer | None = None) -> list[BaseRoute]:
     """The API's routes for ``st.App(..., routes=api_routes())`` or a plain Starlette app.
 
-    Starts loading the model in the background, so ``/health`` turns 200 without any request.
+    Starts loading the model in the background, so ``/health`` turns 200 without any request, and turns
+    Nagle's algorithm off on the connections uvicorn accepts (lifecycle/api/nodelay.py).
     """
     server = server or default_server(secrets_)
     start_model_loading()
+    nagle_off_for_uvicorn()
     return [
         Route(path, _Endpoint(server._guard(handler)))
         for path, handler in (
