@@ -231,10 +231,11 @@ def attention_forward_rows() -> list[tuple[str, str, str]]:
 
 def fragment_rows() -> list[tuple[str, str, str]]:
     """The controls that rerun only their own fragment (the Embeddings page's slider and word list, the Next
-    token page's scale): the median from the control to the run's end, from the last browser-suite run."""
+    token page's scale, the Context window page's window and truncation demo): the median from the control to
+    the run's end, from the last browser-suite run."""
     path = SCREENSHOTS / INSTANT_FRAGMENTS_FILE
     if not path.exists():
-        return [("Embeddings and Next token controls", "-", "run tests/browser/test_instant_controls.py")]
+        return [("fragment controls", "-", "run tests/browser/test_instant_controls.py")]
     measured = json.loads(path.read_text())
     return [(f"{name} -> fragment rerun (ms, median of {figure['steps']})", f"{figure['median_ms']:.1f}",
              f"<= {REDRAW_TARGET_MS} ms") for name, figure in measured.items() if name != "measures"]

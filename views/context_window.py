@@ -97,7 +97,9 @@ def show_template(prompt: RenderedPrompt) -> None:
     st.code(text, language=None, wrap_lines=True)
 
 
+@st.fragment
 def overflow_demo(settings) -> None:
+    """Truncation in a small window the visitor picks. A st.fragment: its two controls rerun this part alone."""
     st.subheader("Overflow: what truncation drops", anchor=False)
     left, right = st.columns(2)
     with left:
@@ -140,51 +142,57 @@ def render() -> None:
         run_budget = context_budget(run_prompt, model.context_window, settings.max_tokens)
         message_tokens = next(s.tokens for s in run_prompt.segments if s.name == "new message")
         lesson(budget_lesson(model.name, run_prompt, run_budget, message_tokens))
-
-        st.subheader("The budget", anchor=False)
-        chart_box = st.container()  # the chart first, its controls under it
-        windows = {"model": model.context_window, **CONTEXT_WINDOWS}
-        labels = {"model": f"The model's own ({model.context_window:,})", **WINDOW_LABELS}
-        choice = st.radio("Window", list(labels), format_func=labels.get, horizontal=True, key="context_window")
-        window = windows[choice]
-        st.caption(
-            f"{window_sentence(model.name, model.context_window)}; "
-            "the 32k and 128k presets only show how the same request would fill a larger hosted model's window."
-        )
-        with st.expander("Add tool descriptions and retrieved documents to see their cost"):
-            left, right = st.columns(2)
-            with left:
-                tools_text = st.text_area("Tool descriptions (JSON list)", json.dumps(EXAMPLE_TOOLS, indent=1),
-                                          height=220, key="context_tools")
-            with right:
-                documents_text = st.text_area("Retrieved documents (separate with a line of ---)", EXAMPLE_DOCUMENTS,
-                                              height=220, key="context_documents")
-        rows = [("this run", run_prompt)]
-        try:
-            tools = parse_tools(tools_text)
-        except LifecycleError as error:
-            st.warning(error.message)
-            tools = []
-        documents = [doc.strip() for doc in documents_text.split("\n---\n") if doc.strip()]
-        if tools or documents:
-            label = f"with {len(tools)} tools, {len(documents)} documents"
-            rows.append((label, render_prompt(conversation(settings, tools, documents))))
-        budgets = [(label, context_budget(prompt, window, settings.max_tokens)) for label, prompt in rows]
-        with chart_box:
-            st.plotly_chart(budget_chart(budgets), width="stretch", theme=None)
-            if len(rows) > 1:
-                extra = budgets[1][1].prompt_tokens - budgets[0][1].prompt_tokens
-                st.markdown(f"The tools and documents cost **{extra:,} more tokens** on every call that carries them.")
-        st.table(segment_table(rows).set_index("part"))
-
-        st.subheader("The rendered chat template", anchor=False)
-        st.caption(
-            f"What the model reads for this run, as text: {len(run_prompt.special_positions)} special tokens "
-            "(<|im_start|> and <|im_end|>) frame each message with its role."
-        )
-        show_template(run_prompt)
-        if len(rows) > 1:
-            with st.expander("The template with the tools and documents"):
-                show_template(rows[1][1])
-
+        budget_and_template(settings, run_prompt)
         overflow_demo(settings)
+
+
+@st.fragment
+def budget_and_template(settings, run_prompt: RenderedPrompt) -> None:
+    """The budget in the chosen window, with the tools and documents the visitor adds, then the template the model
+    reads. A st.fragment: the window choice and the two text boxes rerun this part alone, not the page."""
+    model = loaded_model()
+    st.subheader("The budget", anchor=False)
+    chart_box = st.container()  # the chart first, its controls under it
+    windows = {"model": model.context_window, **CONTEXT_WINDOWS}
+    labels = {"model": f"The model's own ({model.context_window:,})", **WINDOW_LABELS}
+    choice = st.radio("Window", list(labels), format_func=labels.get, horizontal=True, key="context_window")
+    window = windows[choice]
+    st.caption(
+        f"{window_sentence(model.name, model.context_window)}; "
+        "the 32k and 128k presets only show how the same request would fill a larger hosted model's window."
+    )
+    with st.expander("Add tool descriptions and retrieved documents to see their cost"):
+        left, right = st.columns(2)
+        with left:
+            tools_text = st.text_area("Tool descriptions (JSON list)", json.dumps(EXAMPLE_TOOLS, indent=1),
+                                      height=220, key="context_tools")
+        with right:
+            documents_text = st.text_area("Retrieved documents (separate with a line of ---)", EXAMPLE_DOCUMENTS,
+                                          height=220, key="context_documents")
+    rows = [("this run", run_prompt)]
+    try:
+        tools = parse_tools(tools_text)
+    except LifecycleError as error:
+        st.warning(error.message)
+        tools = []
+    documents = [doc.strip() for doc in documents_text.split("\n---\n") if doc.strip()]
+    if tools or documents:
+        label = f"with {len(tools)} tools, {len(documents)} documents"
+        rows.append((label, render_prompt(conversation(settings, tools, documents))))
+    budgets = [(label, context_budget(prompt, window, settings.max_tokens)) for label, prompt in rows]
+    with chart_box:
+        st.plotly_chart(budget_chart(budgets), width="stretch", theme=None)
+        if len(rows) > 1:
+            extra = budgets[1][1].prompt_tokens - budgets[0][1].prompt_tokens
+            st.markdown(f"The tools and documents cost **{extra:,} more tokens** on every call that carries them.")
+    st.table(segment_table(rows).set_index("part"))
+
+    st.subheader("The rendered chat template", anchor=False)
+    st.caption(
+        f"What the model reads for this run, as text: {len(run_prompt.special_positions)} special tokens "
+        "(<|im_start|> and <|im_end|>) frame each message with its role."
+    )
+    show_template(run_prompt)
+    if len(rows) > 1:
+        with st.expander("The template with the tools and documents"):
+            show_template(rows[1][1])

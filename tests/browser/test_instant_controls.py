@@ -1,5 +1,6 @@
 """The Attention and Forward pass pages' controls redraw their figures in the browser, without a Streamlit
-script run, the Embeddings and Next token pages' controls rerun only their own fragment, and how fast is measured.
+script run, the Embeddings, Next token and Context window pages' controls rerun only their own fragment, and how fast
+is measured.
 
 Each control (layer, head, query token; layer, query head) is moved a few steps; each step must change
 what the component drew (its ``data-shown``) while the app's script state never turns to "running".
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import statistics
 import time
 
@@ -195,6 +197,29 @@ def test_the_next_token_scale_reruns_its_fragment_alone(app_url, page):
         wait_idle(page)
         expect(bars.locator(".xtitle")).to_contain_text("Log-probability" if scale == "log-probability" else "Probability")
     _record_fragments({"next-token.scale": scales})
+
+
+def test_the_context_window_controls_rerun_their_fragment_alone(app_url, page):
+    """The budget's window choice and the overflow demo's small window each rerun their own fragment alone; the
+    chart follows the window, the demo its cut. The times go to INSTANT_FRAGMENTS_FILE."""
+    socket = Socket(page)
+    open_page(page, app_url, "context-window", prompt=PROMPT, temperature=0)
+    page.wait_for_function(CHARTS_DRAWN)
+    wait_idle(page)
+    main = page.get_by_test_id("stMainBlockContainer")
+    budget = main.get_by_test_id("stPlotlyChart").first
+    windows = []
+    for size in ("32,768", "128,000", "8,192"):
+        choice = main.get_by_test_id("stRadio").get_by_text(re.compile(rf"preset \({size}\)"))
+        windows.append(_fragment_run(page, socket, choice.click))
+        wait_idle(page)
+        expect(budget).to_contain_text(f"window {size}")
+    box = main.get_by_test_id("stNumberInput").filter(has_text="Small window for the demo").locator("input")
+    box.fill("128")
+    overflow = [_fragment_run(page, socket, lambda: box.press("Enter"))]
+    wait_idle(page)
+    expect(main).to_contain_text("Dropped messages")
+    _record_fragments({"context-window.window": windows, "context-window.overflow": overflow})
 
 
 def _record_fragments(times: dict[str, list[float]]) -> None:
