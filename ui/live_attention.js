@@ -175,7 +175,7 @@ function headName(state, head) {
   return head === MEAN ? `mean of ${state.data.heads} heads` : `head ${head}`;
 }
 
-function draw(state) {
+function draw(state, byControl = false) {
   const started = performance.now();
   const { data, shape } = state;
   const { layer, head, query } = chosen(state);
@@ -214,6 +214,10 @@ function draw(state) {
   requestAnimationFrame(() => {
     root.dataset.drawnAt = String(performance.now());
     root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
+    if (byControl) {  // a control's own redraw, in the browser: never new data from a script run
+      root.dataset.controlDrawnAt = root.dataset.drawnAt;
+      root.dataset.controlDraws = String(Number(root.dataset.controlDraws || 0) + 1);
+    }
   });
 }
 
@@ -226,7 +230,7 @@ function control(state, box, name, label, input) {
   input.id = id;
   input.dataset.control = name;
   wrap.appendChild(input);
-  input.addEventListener("input", () => draw(state));
+  input.addEventListener("input", () => draw(state, true));
   state.inputs[name] = input;
 }
 
@@ -274,7 +278,7 @@ export default function (component) {
     const q = event.target.getAttribute?.("data-query");
     if (q === null || q === undefined) return;
     state.inputs.query.value = q;
-    draw(state);
+    draw(state, true);
   });
   build(state);
   draw(state);

@@ -164,7 +164,7 @@ function chosen(state) {
   return { layer: Number(state.inputs.layer.value), head: Number(state.inputs.head.value) };
 }
 
-function draw(state) {
+function draw(state, byControl = false) {
   const started = performance.now();
   const { data, shape } = state;
   const { layer, head } = chosen(state);
@@ -206,6 +206,10 @@ function draw(state) {
   requestAnimationFrame(() => {
     root.dataset.drawnAt = String(performance.now());
     root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
+    if (byControl) {  // a control's own redraw, in the browser: never new data from a script run
+      root.dataset.controlDrawnAt = root.dataset.drawnAt;
+      root.dataset.controlDraws = String(Number(root.dataset.controlDraws || 0) + 1);
+    }
   });
 }
 
@@ -229,7 +233,7 @@ function control(state, box, name, label, input) {
   input.id = id;
   input.dataset.control = name;
   wrap.appendChild(input);
-  input.addEventListener("input", () => draw(state));
+  input.addEventListener("input", () => draw(state, true));
   input.addEventListener("change", () => scheduleSend(state));
   state.inputs[name] = input;
 }

@@ -2,9 +2,11 @@
 script run, the Embeddings, Next token and Context window pages' controls rerun only their own fragment, and how fast
 is measured.
 
-Each control (layer, head, query token; layer, query head) is moved a few steps; each step must change
-what the component drew (its ``data-shown``) while the app's script state never turns to "running".
-The redraw time (the control's input event to the next animation frame after the component updated its
+Each control (layer, head, query token; layer, query head) is moved a few steps; each step must be redrawn by the
+control's own handler in the browser (the component counts those redraws apart from new data a script run brings)
+and change what the component drew (its ``data-shown``). On the Attention page the app's script state never turns
+to "running"; the Forward pass block sends its (layer, head) to Python once the controls rest, so its step tabs
+follow. The redraw time (the control's input event to the next animation frame after the component updated its
 SVG) and each page's open time for a prompt already computed are written to
 screenshots/instant-controls.json, the fragments' times to screenshots/instant-fragments.json, which
 bench/browser_timings.py reads: figures, not assertions. That the live figures lead their pages and stay
@@ -31,6 +33,7 @@ pytestmark = pytest.mark.browser
 
 PROMPT = "What's the capital of India?"
 LIVE = {"attention": ".live-attention", "forward-pass": ".live-block"}
+SENDS_WHEN_RESTING = {"forward-pass"}  # ui/live_block.js's scheduleSend
 STEPS = 5
 OPENS = 3
 
@@ -47,14 +50,15 @@ _WATCH_RUNS = """() => {
 }"""
 
 def _step(page, selector: str, move) -> float:
-    """Do ``move``, wait for the component's next drawn frame; the redraw time in ms."""
+    """Do ``move``, wait for the component's next redraw by that control (in the browser: new data from a script
+    run never counts as one); the redraw time in ms."""
     live = page.locator(selector)
-    draws = int(live.get_attribute("data-draws") or 0)
+    draws = int(live.get_attribute("data-control-draws") or 0)
     shown = live.get_attribute("data-shown")
     move()
-    page.wait_for_function(f"() => Number(document.querySelector('{selector}').dataset.draws) > {draws}")
+    page.wait_for_function(f"() => Number(document.querySelector('{selector}').dataset.controlDraws) > {draws}")
     assert live.get_attribute("data-shown") != shown, "the figure must change"
-    return live.evaluate("root => Number(root.dataset.drawnAt) - window.redraw.at")
+    return live.evaluate("root => Number(root.dataset.controlDrawnAt) - window.redraw.at")
 
 
 def _moves(live, name: str, count: int):
@@ -77,8 +81,10 @@ def _measure(page, url_path: str, controls: list[str]) -> dict:
     measured = {}
     for name in controls:
         times = [_step(page, LIVE[url_path], move) for move in _moves(live, name, STEPS)]
-        # The steps came faster than the Forward pass block's rest (350 ms): no run may have started yet.
-        assert page.evaluate("() => window.scriptRuns") == 0, f"moving {name} ran the page's script"
+        # Only the Forward pass block sends its (layer, head) back to Python, once the controls rest (350 ms), so
+        # its step tabs follow; under load a step can take that long. The attention maps never run the script.
+        if url_path not in SENDS_WHEN_RESTING:
+            assert page.evaluate("() => window.scriptRuns") == 0, f"moving {name} ran the page's script"
         measured[name] = {"median_ms": round(statistics.median(times), 1), "max_ms": round(max(times), 1),
                           "steps": len(times)}
         page.wait_for_timeout(700)
