@@ -6,7 +6,6 @@ driving the real model; the call log is a temporary SQLite file.
 
 from __future__ import annotations
 
-import gc
 import json
 from concurrent.futures import ThreadPoolExecutor
 import os
@@ -24,7 +23,6 @@ import httpx
 import pytest
 import uvicorn
 from starlette.applications import Starlette
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from lifecycle.api import serving
 from lifecycle.api import endpoints
@@ -39,6 +37,9 @@ KEY = "sk-test-" + "a1b2c3d4e5f6" * 2
 HELLO = [{"role": "user", "content": "Say hello."}]
 
 
+RUNNING: dict[str, uvicorn.Server] = {}  # serve()'s uvicorn servers by base URL, while they run
+
+
 @contextmanager
 def serve(server: ApiServer) -> Iterator[str]:
     """Run ``Starlette(routes=api_routes(server=server))`` with uvicorn on a free port; yield its base URL."""
@@ -47,6 +48,7 @@ def serve(server: ApiServer) -> Iterator[str]:
     port = sock.getsockname()[1]
     config = uvicorn.Config(Starlette(routes=api_routes(server=server)), log_level="warning", lifespan="off")
     runner = uvicorn.Server(config)
+    RUNNING[f"http://127.0.0.1:{port}"] = runner
     thread = threading.Thread(target=runner.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not runner.started:
@@ -62,6 +64,7 @@ def serve(server: ApiServer) -> Iterator[str]:
         runner.should_exit = True
         thread.join(10)
         sock.close()
+        RUNNING.pop(f"http://127.0.0.1:{port}", None)
 
 
 def make_server(tmp_path: Path, **limits) -> ApiServer:
@@ -85,14 +88,14 @@ def http(base_url) -> Iterator[httpx.Client]:
         yield client
 
 
-def test_every_connection_the_server_accepts_has_nagle_off(http):
+def test_every_connection_the_server_accepts_has_nagle_off(base_url, http):
     """serve() binds its socket as Streamlit does (protocol number 0, so asyncio leaves Nagle's algorithm on):
     the routes turn TCP_NODELAY on for each accepted connection, or every answer after the first on a kept-alive
     connection waits ~40 ms for the client's delayed ACK (lifecycle/api/nodelay.py; `make bench` times it)."""
     for _ in range(2):
         assert http.get("/health").status_code == 200
-    accepted = [protocol.transport.get_extra_info("socket") for protocol in gc.get_objects()
-                if isinstance(protocol, H11Protocol) and protocol.transport and not protocol.transport.is_closing()]
+    connections = RUNNING[base_url].server_state.connections
+    accepted = [connection.transport.get_extra_info("socket") for connection in connections]
     assert accepted
     assert all(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for sock in accepted)
 
