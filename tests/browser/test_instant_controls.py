@@ -160,15 +160,21 @@ def _fragment_run(page, socket: Socket, act) -> float:
     return seconds * 1000
 
 
+def _opened(page, app_url: str, url_path: str):
+    """The page opened for PROMPT, drawn and idle, with its websocket watched from the start: (the socket, the
+    page's main block)."""
+    socket = Socket(page)
+    open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
+    page.wait_for_function(CHARTS_DRAWN)
+    wait_idle(page)
+    return socket, page.get_by_test_id("stMainBlockContainer")
+
+
 def test_the_embeddings_controls_rerun_their_fragment_alone(app_url, page):
     """The strip's "Dimensions shown" slider and the word list each rerun only their own fragment (a server round
     trip, no model run): the browser asks for the fragment's run and the server ends it as one, never the page's.
     The times go to INSTANT_FRAGMENTS_FILE."""
-    socket = Socket(page)
-    open_page(page, app_url, "embeddings", prompt=PROMPT, temperature=0)
-    page.wait_for_function(CHARTS_DRAWN)
-    wait_idle(page)
-    main = page.get_by_test_id("stMainBlockContainer")
+    socket, main = _opened(page, app_url, "embeddings")
     slider = main.get_by_test_id("stSlider").filter(has_text="Dimensions shown").get_by_role("slider")
     shown = slider.get_attribute("aria-valuenow")
     steps = []
@@ -190,11 +196,7 @@ def test_the_embeddings_controls_rerun_their_fragment_alone(app_url, page):
 def test_the_next_token_scale_reruns_its_fragment_alone(app_url, page):
     """Switching the candidates between probability and log-probability reruns the bars' fragment alone; the bars'
     axis follows. The times go to INSTANT_FRAGMENTS_FILE."""
-    socket = Socket(page)
-    open_page(page, app_url, "next-token", prompt=PROMPT, temperature=0)
-    page.wait_for_function(CHARTS_DRAWN)
-    wait_idle(page)
-    main = page.get_by_test_id("stMainBlockContainer")
+    socket, main = _opened(page, app_url, "next-token")
     bars = main.get_by_test_id("stPlotlyChart").first
     scales = []
     for scale in ("log-probability", "probability", "log-probability", "probability"):
@@ -208,11 +210,7 @@ def test_the_next_token_scale_reruns_its_fragment_alone(app_url, page):
 def test_the_context_window_controls_rerun_their_fragment_alone(app_url, page):
     """The budget's window choice and the overflow demo's small window each rerun their own fragment alone; the
     chart follows the window, the demo its cut. The times go to INSTANT_FRAGMENTS_FILE."""
-    socket = Socket(page)
-    open_page(page, app_url, "context-window", prompt=PROMPT, temperature=0)
-    page.wait_for_function(CHARTS_DRAWN)
-    wait_idle(page)
-    main = page.get_by_test_id("stMainBlockContainer")
+    socket, main = _opened(page, app_url, "context-window")
     budget = main.get_by_test_id("stPlotlyChart").first
     windows = []
     for size in ("32,768", "128,000", "8,192"):
