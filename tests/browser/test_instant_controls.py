@@ -227,8 +227,8 @@ def test_the_context_window_controls_rerun_their_fragment_alone(app_url, page):
 
 
 def _record_fragments(times: dict[str, list[float]]) -> None:
-    """Merge these controls' median times into INSTANT_FRAGMENTS_FILE: each test writes its own controls, under a
-    lock (two xdist workers may run the two tests at once)."""
+    """Merge these controls' median times into INSTANT_FRAGMENTS_FILE: each fragment test writes its own controls,
+    under a lock (xdist workers may run those tests at once)."""
     path = SCREENSHOTS / INSTANT_FRAGMENTS_FILE
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
