@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
 import streamlit as st
 
 from charts.engine import batch_timeline, running_rows, waiting_rows
@@ -19,6 +20,7 @@ from lifecycle.errors import LifecycleError
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.results import engine_tag, shared_results
 from ui.settings import JourneySettings
+from ui.tables import fitted_table
 
 REFRESH_SECONDS = 1.0
 
@@ -58,10 +60,14 @@ def _panel(mine: str | None) -> None:
     st.caption("One bar per model step: orange steps also read new prompts (prefill), blue ones only decode. "
                "Hover a bar for its tokens and time.")
     st.caption(f"Kernels on this machine — {state.kernels}.")
+    # On a phone the tables narrow to who is in the batch and where each stands; all columns in an expander.
     if state.running:
-        st.dataframe(running_rows(state.running, mine), hide_index=True)
+        fitted_table(pd.DataFrame(running_rows(state.running, mine)), ["from", "phase", "generated"],
+                     key="engine_running", full_from=640, narrow_widths={"from": 130, "phase": 140, "generated": 70},
+                     hide_index=True)
     if state.waiting:
-        st.dataframe(waiting_rows(state.waiting, mine), hide_index=True)
+        fitted_table(pd.DataFrame(waiting_rows(state.waiting, mine)), {"place in line": "place", "from": "from"},
+                     key="engine_waiting", full_from=480, narrow_widths={"place": 60, "from": 200}, hide_index=True)
 
 
 def _lesson(state: EngineState, recent: list, mean_batch: float) -> str:

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, open_page, wait_idle
+from tests.browser.layout import table_problems
 
 pytestmark = pytest.mark.browser
 
@@ -58,7 +59,8 @@ SIZES = [(1366, 768), (1024, 768), (390, 844)]
 
 
 def test_live_calls_shows_the_batch_while_sessions_generate(app_url, api_key, page, screenshots):
-    """One page, resized to each size in turn while the calls go on: the batch is shown at every size."""
+    """One page, resized to each size in turn while the calls go on: the batch is shown at every size, and its
+    table of running requests fits its box (on a phone, a narrow view)."""
     model = _ready_model(app_url)
     seen = threading.Event()
     failures: list[str] = []
@@ -79,6 +81,7 @@ def test_live_calls_shows_the_batch_while_sessions_generate(app_url, api_key, pa
                 failures.append(reply.text[:300])
                 return
 
+    cut: dict[int, list[str]] = {}
     callers = [threading.Thread(target=keep_calling, args=(n,)) for n in range(4)]
     for caller in callers:
         caller.start()
@@ -95,9 +98,13 @@ def test_live_calls_shows_the_batch_while_sessions_generate(app_url, api_key, pa
             # The section redraws every second, so its elements come and go: no scrolling to one of them.
             page.wait_for_function(CHARTS_DRAWN)
             page.screenshot(path=screenshots / f"room-live-calls-engine-{width}.png", full_page=True)
+            running = page.get_by_test_id("stDataFrame").filter(visible=True).first
+            running.screenshot(path=screenshots / f"room-live-calls-batch-table-{width}.png")
+            cut[width] = table_problems(page)
     finally:
         seen.set()
         for caller in callers:
             caller.join(300)
     assert failures == []
     assert page.locator(EXCEPTION).count() == 0
+    assert cut == {width: [] for width, _ in SIZES}
