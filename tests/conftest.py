@@ -2,8 +2,10 @@
 
 import asyncio
 import os
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -19,6 +21,7 @@ import numpy as np
 import pytest
 
 from lifecycle.model import LoadedModel, shared_model
+from tests.browser.shared_app import SHARED_DIR_ENV, stop_shared_app
 
 # The xdist workers share the machine's cores: each runs PyTorch on its share, or their OpenMP
 # threads wait on each other (see lifecycle/model.py's _set_torch_threads). The app servers the browser
@@ -30,11 +33,30 @@ if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("LIFECYCLE_TORCH
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
 
 
+_shared_dir_made_here: Path | None = None
+
+
+def pytest_configure(config) -> None:
+    """The folder the run's workers share (the browser tests' one app server: tests/browser/shared_app.py), made by
+    the controller before it starts the workers, which inherit its environment."""
+    global _shared_dir_made_here
+    if SHARED_DIR_ENV not in os.environ:
+        _shared_dir_made_here = Path(tempfile.mkdtemp(prefix="lifecycle-tests-shared-"))
+        os.environ[SHARED_DIR_ENV] = str(_shared_dir_made_here)
+
+
+def pytest_unconfigure(config) -> None:
+    """After every worker has finished: stop the shared app server, if a browser test started one."""
+    if _shared_dir_made_here is not None:
+        stop_shared_app(_shared_dir_made_here)
+        shutil.rmtree(_shared_dir_made_here, ignore_errors=True)
+
+
 @pytest.hookimpl(optionalhook=True)  # without xdist (-p no:xdist) pytest would refuse an unknown hook
 def pytest_xdist_make_scheduler(config, log):
     """Whole modules go to one worker (their module-scoped fixtures, e.g. a page run many tests read, are
-    computed once), except browser tests, which share only session fixtures (the worker's app server and
-    chromium) and go one by one, so the long browser modules spread over both workers."""
+    computed once), except browser tests, which share only session fixtures (the run's app server, the worker's
+    chromium) and go one by one, so the long browser modules spread over the workers."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModulesAndBrowserTests(LoadScopeScheduling):

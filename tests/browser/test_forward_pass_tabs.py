@@ -18,7 +18,6 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 
 from bench.browser_timings import STEPS_FILLED, click_tab
 from tests.browser.app_page import EXCEPTION, open_page, wait_idle, wait_still
-from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import chart_text_problems
 from tests.browser.streamlit_socket import FRAGMENT_FINISHED, Socket
 from tests.browser.test_instant_controls import _WATCH_RUNS
@@ -88,33 +87,28 @@ def test_the_rope_pair_slider_keeps_its_value_when_its_tab_is_left(app_url, page
     assert len(socket.reruns()) == runs + len(moved)  # the tab clicks ran nothing
 
 
-def test_every_step_tab_is_legible(app_url, browser, screenshots):
+def test_every_step_tab_is_legible(app_url, page, screenshots):
     """One page resized to each size's width, each tab shown in turn (a hidden tab's charts have no size to
     check): no chart label overlaps another or leaves its chart; each tab's panel is saved for a person to look
     at."""
     width, height = SIZES["laptop"]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    page.set_viewport_size({"width": width, "height": height})
     problems = {}
-    try:
-        page = context.new_page()
-        open_page(page, app_url, "forward-pass", prompt=PROMPT, temperature=0)
-        page.wait_for_function(STEPS_FILLED, polling=20)
-        wait_idle(page)
-        panels = page.get_by_test_id("stMain").get_by_test_id("stTabPanel")
-        for size, (width, _) in SIZES.items():
-            # Streamlit scrolls inside its main block: a tall window, so a whole panel fits in its screenshot. The
-            # charts' sizes follow the window's width alone, so their labels are checked at this height too.
-            page.set_viewport_size({"width": width, "height": 2400})
-            folder = screenshots / size
-            folder.mkdir(exist_ok=True)
-            for index, name in enumerate(TABS):
-                click_tab(page, index)
-                wait_still(page)
-                found = chart_text_problems(page)
-                if found:
-                    problems[f"{size}: {name}"] = found
-                panels.nth(index).screenshot(path=folder / f"forward-pass-tab-{index + 1}.png")
-    finally:
-        context.close()
+    open_page(page, app_url, "forward-pass", prompt=PROMPT, temperature=0)
+    page.wait_for_function(STEPS_FILLED, polling=20)
+    wait_idle(page)
+    panels = page.get_by_test_id("stMain").get_by_test_id("stTabPanel")
+    for size, (width, _) in SIZES.items():
+        # Streamlit scrolls inside its main block: a tall window, so a whole panel fits in its screenshot. The
+        # charts' sizes follow the window's width alone, so their labels are checked at this height too.
+        page.set_viewport_size({"width": width, "height": 2400})
+        folder = screenshots / size
+        folder.mkdir(exist_ok=True)
+        for index, name in enumerate(TABS):
+            click_tab(page, index)
+            wait_still(page)
+            found = chart_text_problems(page)
+            if found:
+                problems[f"{size}: {name}"] = found
+            panels.nth(index).screenshot(path=folder / f"forward-pass-tab-{index + 1}.png")
     assert problems == {}

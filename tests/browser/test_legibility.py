@@ -13,7 +13,6 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, main_text, open_page, wait_idle, wait_still
-from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import (chart_text_problems, cut_text_problems, first_top, live_figure_problems,
                                   table_problems, wait_for_visual)
 from ui.frame import APP_TITLE
@@ -56,39 +55,34 @@ MAX_SCREENS = 5  # page height at 1024x768
 
 
 @pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
-def test_every_page_opens_by_deep_link_and_is_legible(app_url, browser, screenshots, stage):
+def test_every_page_opens_by_deep_link_and_is_legible(app_url, page, screenshots, stage):
     """The page opened once by a deep link carrying a prompt, at the widest size, then resized to each of the
     others (the frontend lays out again: columns stack, charts redraw, the sidebar closes on a phone), with
     every check at each. A model-stage page must also start its main visual on the first screen at the
     laptop's and the projector's size, and stay within MAX_SCREENS of the projector's height."""
     width, height = SIZES["laptop"]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    page.set_viewport_size({"width": width, "height": height})
     problems: dict[str, list[str]] = {}
-    try:
-        page = context.new_page()
-        open_page(page, app_url, stage.url_path, prompt=PROMPT)
+    open_page(page, app_url, stage.url_path, prompt=PROMPT)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    title = APP_TITLE if stage is HOME else stage.title
+    assert page.get_by_test_id("stMainBlockContainer").locator("h1").first.inner_text() == title
+    assert PROMPT in main_text(page)
+    for size, (width, height) in SIZES.items():
+        page.set_viewport_size({"width": width, "height": height})
+        wait_idle(page)
         expect(page.locator(EXCEPTION)).to_have_count(0)
-        title = APP_TITLE if stage is HOME else stage.title
-        assert page.get_by_test_id("stMainBlockContainer").locator("h1").first.inner_text() == title
-        assert PROMPT in main_text(page)
-        for size, (width, height) in SIZES.items():
-            page.set_viewport_size({"width": width, "height": height})
-            wait_idle(page)
-            expect(page.locator(EXCEPTION)).to_have_count(0)
-            folder = screenshots / size
-            folder.mkdir(exist_ok=True)
-            found = []
-            if stage in MODEL_STAGES and size in FIRST_SCREEN_SIZES:
-                found += _lead_problems(page, stage, size)
-                page.screenshot(path=folder / f"{stage.url_path}-first-screen.png")
-            found += live_figure_problems(page) + _replay_state_problems(page)
-            full_screenshot(page, folder / f"{stage.url_path or 'home'}.png")
-            found += chart_text_problems(page) + table_problems(page) + cut_text_problems(page)
-            if found:
-                problems[size] = found
-    finally:
-        context.close()
+        folder = screenshots / size
+        folder.mkdir(exist_ok=True)
+        found = []
+        if stage in MODEL_STAGES and size in FIRST_SCREEN_SIZES:
+            found += _lead_problems(page, stage, size)
+            page.screenshot(path=folder / f"{stage.url_path}-first-screen.png")
+        found += live_figure_problems(page) + _replay_state_problems(page)
+        full_screenshot(page, folder / f"{stage.url_path or 'home'}.png")
+        found += chart_text_problems(page) + table_problems(page) + cut_text_problems(page)
+        if found:
+            problems[size] = found
     assert problems == {}
 
 
@@ -98,30 +92,25 @@ WALKS = [PAGES[:len(PAGES) // 2], PAGES[len(PAGES) // 2:]]
 
 
 @pytest.mark.parametrize("walk", WALKS, ids=["first-half", "second-half"])
-def test_presenter_mode_walks_every_page_with_its_visual_on_the_first_screen(app_url, browser, screenshots, walk):
+def test_presenter_mode_walks_every_page_with_its_visual_on_the_first_screen(app_url, page, screenshots, walk):
     """What a teacher does at a projector: open a page by a link with ?present=1, then the arrow keys through the
     stages (each an in-app page switch carrying the prompt and presenter mode). On every page: the sidebar closed,
     the prompt followed, the main visual on the first screen; a screenshot of each. ArrowLeft goes back."""
     width, height = SIZES["projector"]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    page.set_viewport_size({"width": width, "height": height})
     problems: dict[str, list[str]] = {}
     folder = screenshots / "presenter"
     folder.mkdir(exist_ok=True)
-    try:
-        page = context.new_page()
-        open_page(page, app_url, walk[0].url_path, prompt=PROMPT, present=1)
-        page.wait_for_function("() => window.lifecycleKeys === true")  # ui/presenter/keys.js is listening
-        for stage in walk:
-            if stage is not walk[0]:
-                _press(page, "ArrowRight", stage)
-            title = APP_TITLE if stage is HOME else stage.title
-            expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_have_text(title)
-            if found := _presenter_problems(page, stage, height, folder):
-                problems[stage.url_path or "home"] = found
-        _press(page, "ArrowLeft", walk[-2])
-    finally:
-        context.close()
+    open_page(page, app_url, walk[0].url_path, prompt=PROMPT, present=1)
+    page.wait_for_function("() => window.lifecycleKeys === true")  # ui/presenter/keys.js is listening
+    for stage in walk:
+        if stage is not walk[0]:
+            _press(page, "ArrowRight", stage)
+        title = APP_TITLE if stage is HOME else stage.title
+        expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_have_text(title)
+        if found := _presenter_problems(page, stage, height, folder):
+            problems[stage.url_path or "home"] = found
+    _press(page, "ArrowLeft", walk[-2])
     assert problems == {}
 
 

@@ -4,6 +4,7 @@ while its pages' insides (inspection pass) still run on its own copy of the weig
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from bench.sessions import visit
 from tests.conftest import run_coroutine
 from lifecycle.engine.remote import RemoteEngine, remote_engine
 from lifecycle.errors import LifecycleError
-from lifecycle.api.calllog import CallLog, default_call_log_path
+from lifecycle.api.calllog import CallLog
 from lifecycle.journey import JourneyInput, prepare, run_journey
 from lifecycle.stages.sampling import SamplingSettings
 from tests.browser.conftest import API_KEY_NAME
@@ -42,9 +43,9 @@ def test_remote_generation_gives_the_local_tokens_with_their_logprobs(app_url, a
 
 
 @pytest.mark.slow  # starts a second `streamlit run app.py`, which loads its own model
-def test_a_second_app_serves_its_pages_from_the_remote(app_url, api_key, loaded):
+def test_a_second_app_serves_its_pages_from_the_remote(app_url, api_key, shared, loaded):
     expected = run_journey(JourneyInput(PROMPT, sampling=GREEDY, max_tokens=24), loaded).generation
-    log = CallLog(default_call_log_path())
+    log = CallLog(Path(shared.call_log))  # the first app's call log
     before = {record.id for record in log.recent(500)}
     env = {"LIFECYCLE_ENGINE_URL": f"{app_url}/v1", "LIFECYCLE_ENGINE_KEY": api_key}
     with AppServer(env) as second:

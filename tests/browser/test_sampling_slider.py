@@ -19,7 +19,6 @@ from playwright.sync_api import expect
 from bench.browser import SLIDER_LATENCY_FILE
 from lifecycle.stages.sampling import KEPT, SamplingSettings, apply_sampling
 from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
-from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.browser.layout import _outside, _overlap
 
 pytestmark = pytest.mark.browser
@@ -217,25 +216,20 @@ def test_slider_step_redraw_time_is_measured(app_url, page, screenshots):
     assert all(t > 0 for t in times)
 
 
-def test_the_live_chart_is_legible_at_every_size(app_url, browser, screenshots):
+def test_the_live_chart_is_legible_at_every_size(app_url, page, screenshots):
     """One page opened at the widest size, then resized to each of the others, the checks at each."""
     width, height = SIZES["laptop"]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
-    try:
-        page = context.new_page()
-        open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4)
-        for size, (width, height) in SIZES.items():
-            page.set_viewport_size({"width": width, "height": height})
-            wait_idle(page)
-            expect(page.locator(EXCEPTION)).to_have_count(0)
-            for settings, _ in COMBINATIONS[:3]:
-                _live(page).evaluate(_SET, settings)
-                assert _problems(page) == [], (size, settings)
-            _live(page).evaluate(_SET, COMBINATIONS[2][0])
-            folder = screenshots / size
-            folder.mkdir(exist_ok=True)
-            _live(page).scroll_into_view_if_needed()
-            page.screenshot(path=folder / "sampling-live.png")
-    finally:
-        context.close()
+    page.set_viewport_size({"width": width, "height": height})
+    open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4)
+    for size, (width, height) in SIZES.items():
+        page.set_viewport_size({"width": width, "height": height})
+        wait_idle(page)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        for settings, _ in COMBINATIONS[:3]:
+            _live(page).evaluate(_SET, settings)
+            assert _problems(page) == [], (size, settings)
+        _live(page).evaluate(_SET, COMBINATIONS[2][0])
+        folder = screenshots / size
+        folder.mkdir(exist_ok=True)
+        _live(page).scroll_into_view_if_needed()
+        page.screenshot(path=folder / "sampling-live.png")
