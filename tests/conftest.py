@@ -55,8 +55,8 @@ def pytest_unconfigure(config) -> None:
 @pytest.hookimpl(optionalhook=True)  # without xdist (-p no:xdist) pytest would refuse an unknown hook
 def pytest_xdist_make_scheduler(config, log):
     """Whole modules go to one worker (their module-scoped fixtures, e.g. a page run many tests read, are
-    computed once), except browser tests, which share only session fixtures (the run's app server, the worker's
-    chromium) and go one by one, so the long browser modules spread over the workers."""
+    computed once; MODULES_KEPT_TOGETHER go as one), except browser tests, which share only session fixtures (the
+    run's app server, the worker's chromium) and go one by one, so the long browser modules spread over the workers."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModulesAndBrowserTests(LoadScopeScheduling):
@@ -64,13 +64,18 @@ def pytest_xdist_make_scheduler(config, log):
             module = nodeid.split("::", 1)[0]
             if module.startswith("tests/browser/") and module not in BROWSER_MODULES_KEPT_TOGETHER:
                 return nodeid
-            return module
+            return MODULES_KEPT_TOGETHER.get(module, module)
 
     return ModulesAndBrowserTests(config, log)
 
 
 # Browser modules with a module-scoped fixture (built once per worker that runs the module's tests).
 BROWSER_MODULES_KEPT_TOGETHER = {"tests/browser/test_handout.py"}
+# Modules that open the same costly page for the same prompts, so that the second finds the first's results in the
+# worker's caches: the Agent page's loop, its injection measurement (the same for every prompt: ~13 s of CPU) and
+# temperature 0's roads.
+MODULES_KEPT_TOGETHER = {module: "agent pages" for module in ("tests/pages/test_agent_page.py",
+                                                                "tests/pages/test_truth_agent.py")}
 
 
 @pytest.fixture(scope="session")

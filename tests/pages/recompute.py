@@ -49,7 +49,20 @@ def template_ids(loaded, prompt: str) -> list[int]:
 
 
 def transformers_greedy(loaded, ids: list[int], max_tokens: int) -> tuple[list[int], np.ndarray]:
-    """transformers' own greedy generation: the new token ids and each step's distribution (softmax of raw logits)."""
+    """transformers' own greedy generation: the new token ids and each step's distribution (softmax of raw logits).
+    Computed once per model, prompt and length in this process (many modules check their pages against the same
+    answer); the distribution comes back read-only."""
+    key = (id(loaded), loaded.source, tuple(ids), max_tokens)
+    if key not in _GREEDY:
+        _GREEDY[key] = _greedy(loaded, ids, max_tokens)
+    new, probs = _GREEDY[key]
+    return list(new), probs
+
+
+_GREEDY: dict[tuple, tuple[list[int], np.ndarray]] = {}
+
+
+def _greedy(loaded, ids: list[int], max_tokens: int) -> tuple[list[int], np.ndarray]:
     eos = [reference_tokenizer(loaded).convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
     with loaded.lock, torch.inference_mode():
         out = loaded.model.generate(
@@ -58,9 +71,9 @@ def transformers_greedy(loaded, ids: list[int], max_tokens: int) -> tuple[list[i
             repetition_penalty=None, eos_token_id=eos, pad_token_id=eos[-1],
             output_logits=True, return_dict_in_generate=True,
         )
-    new = out.sequences[0, len(ids):].tolist()
     probs = torch.softmax(torch.stack(out.logits)[:, 0].double(), dim=-1).numpy()
-    return new, probs
+    probs.flags.writeable = False
+    return out.sequences[0, len(ids):].tolist(), probs
 
 
 def finish_reason(loaded, new: list[int]) -> str:
