@@ -60,7 +60,8 @@ def _panel(mine: str | None) -> None:
     st.caption("One bar per model step: orange steps also read new prompts (prefill), blue ones only decode. "
                "Hover a bar for its tokens and time.")
     st.caption(f"Kernels on this machine — {state.kernels}.")
-    # On a phone the tables narrow to who is in the batch and where each stands; all columns in an expander.
+    # Where a whole table would not fit (a phone; a projector with the sidebar open) it narrows to who is in the batch
+    # and where each stands, all columns in an expander.
     if state.running:
         fitted_table(pd.DataFrame(running_rows(state.running, mine)), ["from", "phase", "generated"],
                      key="engine_running", full_from=640, narrow_widths={"from": 130, "phase": 140, "generated": 70},
