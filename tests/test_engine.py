@@ -353,13 +353,22 @@ def test_a_primed_prefix_is_computed_once_and_nothing_is_generated(loaded):
     assert result.token_ids == hf_greedy(loaded, prompt, 6)
 
 
-def test_a_new_kv_pool_holds_zeros_whatever_memory_it_gets(monkeypatch):
-    """A batched step reads pool positions no request wrote (masked, but weight 0 x NaN is NaN): a new pool
-    must hold finite zeros even where allocation hands back recycled memory, here simulated as all NaN (on a
-    2-layer copy of the model, twelve concurrent sampled answers read NaN logits from such memory)."""
-    from lifecycle.engine.llama import KVPool
+def test_a_batched_step_reads_only_finite_keys_whatever_memory_the_pool_got(monkeypatch):
+    """A batched step reads each request's slot up to the longest request's length (masked, but weight 0 x NaN is
+    NaN; on a 2-layer copy of the model, twelve concurrent sampled answers once read NaN logits from recycled
+    memory): here the pool's memory is all NaN, and the step must find finite numbers in every position it reads,
+    each request's own keys and values untouched, and nothing zeroed beyond what it reads."""
+    from lifecycle.engine.llama import KVPool, Segment, _pooled_decode
 
-    monkeypatch.setattr(torch, "empty", lambda *shape, **_: torch.full(shape, float("nan")))
+    monkeypatch.setattr(torch, "empty", lambda shape, **_: torch.full(shape, float("nan")))
     pool = KVPool(2, 3, 3, 16, 8)
-    assert pool.keys.shape == pool.values.shape == (2, 3, 3, 16, 8)
-    assert torch.count_nonzero(pool.keys) == 0 and torch.count_nonzero(pool.values) == 0
+    short, long = pool.acquire(16), pool.acquire(16)
+    for cache, written in ((short, 3), (long, 7)):  # what each request's earlier steps wrote
+        cache.keys[:, :, :written] = torch.randn(2, 3, written, 8)
+        cache.values[:, :, :written] = torch.randn(2, 3, written, 8)
+    before = short.keys[:, :, :3].clone(), long.keys[:, :, :7].clone()
+    step = _pooled_decode([Segment([1], 3, short, True), Segment([2], 7, long, True)], pool)
+    assert step.length == 8  # the longer request's 7 keys and its new one (each new key is written as it attends)
+    assert torch.isfinite(short.keys[:, :, 4:8]).all() and torch.isfinite(short.values[:, :, 4:8]).all()
+    assert torch.isnan(short.keys[:, :, 8:]).all() and torch.isnan(long.keys[:, :, 8:]).all()  # never read
+    assert torch.equal(short.keys[:, :, :3], before[0]) and torch.equal(long.keys[:, :, :7], before[1])
