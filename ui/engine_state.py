@@ -14,9 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from charts.engine import batch_timeline, running_rows, waiting_rows
-from lifecycle.engine import EngineState, shared_engine
+from lifecycle.engine import shared_engine
 from lifecycle.engine.scheduler import RATE_WINDOW_SECONDS
 from lifecycle.errors import LifecycleError
+from lifecycle.lessons.live_calls import engine_lesson, engine_rate
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.results import engine_tag, shared_results
 from ui.settings import JourneySettings
@@ -47,15 +48,16 @@ def _panel(mine: str | None) -> None:
     now = time.time()
     recent = [s for s in state.steps if s.time >= now - RATE_WINDOW_SECONDS]
     mean_batch = sum(s.batch_size for s in recent) / len(recent) if recent else 0.0
+    generated, span, rate = engine_rate(state.steps, now, RATE_WINDOW_SECONDS)
     columns = st.columns(4)
     columns[0].metric("In the batch now", len(state.running), help=f"At most {state.max_batch} at once.")
     columns[1].metric("Waiting", len(state.waiting), help=f"Pages always get a place in line; API calls beyond "
                       f"{state.queue_capacity} waiting get a 503 queue_full with retry-after.")
-    columns[2].metric("Server tokens/s", f"{state.tokens_per_second:,.1f}",
-                      help=f"Every request's generated tokens over the last {RATE_WINDOW_SECONDS:.0f} s.")
+    columns[2].metric("Server tokens/s", f"{rate:,.1f}", help=f"Every request's generated tokens since the first "
+                      f"model step of the last {RATE_WINDOW_SECONDS:.0f} s began.")
     columns[3].metric("Mean batch size", f"{mean_batch:.1f}", help=f"Over the {len(recent)} steps of the last "
                       f"{RATE_WINDOW_SECONDS:.0f} s.")
-    st.markdown(_lesson(state, recent, mean_batch))
+    st.markdown(engine_lesson(RATE_WINDOW_SECONDS, len(recent), mean_batch, generated, span, rate))
     st.plotly_chart(batch_timeline(state.steps, now), key="engine_timeline", theme=None)
     st.caption("One bar per model step: orange steps also read new prompts (prefill), blue ones only decode. "
                "Hover a bar for its tokens and time.")
@@ -69,16 +71,3 @@ def _panel(mine: str | None) -> None:
     if state.waiting:
         fitted_table(pd.DataFrame(waiting_rows(state.waiting, mine)), {"place in line": "place", "from": "from"},
                      key="engine_waiting", full_from=480, narrow_widths={"place": 60, "from": 200}, hide_index=True)
-
-
-def _lesson(state: EngineState, recent: list, mean_batch: float) -> str:
-    if not recent:
-        return ("The engine is idle: no model step in the last "
-                f"{RATE_WINDOW_SECONDS:.0f} s. Open a page with a new prompt, or call the API, and watch the batch.")
-    generated = sum(s.generated_tokens for s in recent)
-    return (
-        f"In the last {RATE_WINDOW_SECONDS:.0f} s the engine ran **{len(recent)} steps** carrying **{mean_batch:.1f} "
-        f"requests** on average and generated **{generated} tokens** ({state.tokens_per_second:,.1f} per second for "
-        "the whole server). Each step reads the model's weights once for every request in the batch, so many "
-        "people are served for little more than the price of one; requests join and leave between steps."
-    )
