@@ -15,9 +15,9 @@ import streamlit as st
 
 from charts.engine import batch_timeline, running_rows, waiting_rows
 from lifecycle.engine import shared_engine
-from lifecycle.engine.scheduler import RATE_WINDOW_SECONDS
+from lifecycle.engine.scheduler import RATE_WINDOW_SECONDS, recent_rate
 from lifecycle.errors import LifecycleError
-from lifecycle.lessons.live_calls import engine_lesson, engine_rate
+from lifecycle.lessons.live_calls import engine_lesson
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.results import engine_tag, shared_results
 from ui.settings import JourneySettings
@@ -48,7 +48,7 @@ def _panel(mine: str | None) -> None:
     now = time.time()
     recent = [s for s in state.steps if s.time >= now - RATE_WINDOW_SECONDS]
     mean_batch = sum(s.batch_size for s in recent) / len(recent) if recent else 0.0
-    generated, span, rate = engine_rate(state.steps, now, RATE_WINDOW_SECONDS)
+    generated, span, rate = recent_rate(state.steps, now)
     columns = st.columns(4)
     columns[0].metric("In the batch now", len(state.running), help=f"At most {state.max_batch} at once.")
     columns[1].metric("Waiting", len(state.waiting), help=f"Pages always get a place in line; API calls beyond "

@@ -644,12 +644,18 @@ class Engine:
 
 def _rate(steps: list[StepRecord]) -> float:
     """Tokens generated per second by the whole engine over the last RATE_WINDOW_SECONDS."""
-    now = time.time()
+    return recent_rate(steps, time.time())[2]
+
+
+def recent_rate(steps: list[StepRecord], now: float) -> tuple[int, float, float]:
+    """Of the steps that ended in the RATE_WINDOW_SECONDS before ``now``: the tokens generated, the seconds from the
+    first one's start to ``now``, and their ratio, the whole engine's tokens per second (0 with no step)."""
     recent = [s for s in steps if s.time >= now - RATE_WINDOW_SECONDS]
     if not recent:
-        return 0.0
+        return 0, 0.0, 0.0
+    generated = sum(s.generated_tokens for s in recent)
     span = max(now - (recent[0].time - recent[0].seconds), 1e-6)
-    return sum(s.generated_tokens for s in recent) / span
+    return generated, span, generated / span
 
 
 def _take_over(loaded) -> None:

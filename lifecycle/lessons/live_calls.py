@@ -19,18 +19,6 @@ def live_calls_lesson(shown: int, answered: int, sees_all: bool) -> str:
     )
 
 
-def engine_rate(steps: list, now: float, window: float) -> tuple[int, float, float]:
-    """Of the model steps that ended in the last ``window`` seconds (each with ``time``, its end, ``seconds``, its
-    length, and ``generated_tokens``): the tokens generated, the seconds from the first one's start to ``now``, and
-    their ratio, the whole server's tokens per second (0 with no step)."""
-    recent = [s for s in steps if s.time >= now - window]
-    if not recent:
-        return 0, 0.0, 0.0
-    generated = sum(s.generated_tokens for s in recent)
-    span = max(now - (recent[0].time - recent[0].seconds), 1e-6)
-    return generated, span, generated / span
-
-
 def engine_lesson(window: float, steps: int, mean_batch: float, generated: int, span: float, rate: float) -> str:
     """The engine panel's sentence: ``steps`` model steps in the last ``window`` seconds, ``mean_batch`` requests
     each on average, ``generated`` tokens over the ``span`` seconds since the first of them began (``rate`` a

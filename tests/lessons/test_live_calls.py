@@ -18,18 +18,18 @@ def test_with_no_calls_the_lesson_says_so():
 
 
 def test_the_engine_rate_is_over_the_time_since_the_first_recent_step_began():
-    from lifecycle.engine.scheduler import StepRecord
-    from lifecycle.lessons.live_calls import engine_lesson, engine_rate
+    from lifecycle.engine.scheduler import StepRecord, recent_rate
+    from lifecycle.lessons.live_calls import engine_lesson
 
     def step(end: float, generated: int) -> StepRecord:
         return StepRecord(end, 1, (1,), 0, generated, generated, 0.05)
 
     now = 1000.0
     steps = [step(985.0, 7), step(998.15, 1), step(999.0, 9), step(999.9, 9)]  # the first is out of the 10 s
-    generated, span, rate = engine_rate(steps, now, 10.0)
+    generated, span, rate = recent_rate(steps, now)  # its window: RATE_WINDOW_SECONDS, 10 s
     assert (generated, span) == (19, pytest.approx(1.9)) and rate == pytest.approx(10.0)
     sentence = engine_lesson(10.0, 3, 1.0, generated, span, rate)
     assert "ran **3 steps**" in sentence and "generated **19 tokens** in the 1.90 s" in sentence
     assert "**10.0 per second**" in sentence
-    assert engine_rate([], now, 10.0) == (0, 0.0, 0.0)
+    assert recent_rate([], now) == (0, 0.0, 0.0)
     assert "idle" in engine_lesson(10.0, 0, 0.0, 0, 0.0, 0.0)
