@@ -22,8 +22,7 @@ def render() -> None:
         top = dist.top(TOP_CANDIDATES)
         best = top[0]
         vocab = dist.probs.size
-        probabilities = dist.probs.tolist()
-        lesson(next_token_lesson(len(prepared.rendered.ids), quoted(best.text), best.probability, probabilities,
+        lesson(next_token_lesson(len(prepared.rendered.ids), quoted(best.text), best.probability, dist.probs,
                                  dist.entropy_bits))
 
         left, right = st.columns(2)
@@ -33,7 +32,7 @@ def render() -> None:
             st.subheader("The whole vocabulary", anchor=False)
             st.plotly_chart(rank_curve(dist.probs), key="next_token_curve", theme=None)
             st.caption(f"Every one of the {vocab:,} tokens, sorted by probability: from {best.probability:.1%} for "
-                       f"the top token down to {min(probabilities):.1e} for the least likely.")
+                       f"the top token down to {dist.probs.min():.1e} for the least likely.")
 
         st.subheader("Entropy and the greedy choice", anchor=False)
         answer = finished_answer(settings)  # shown when the generation already ran; never waited for here

@@ -1,5 +1,6 @@
 """The Next token page's lesson: where half and 90% of the probability sit, and the whole lesson."""
 
+import numpy as np
 import pytest
 
 from lifecycle.lessons.next_token import (next_token_lesson, ninety_percent_sentence, probability_mass_sentence,
@@ -18,6 +19,18 @@ def test_tokens_to_reach_counts_the_fewest_most_likely_tokens():
     assert tokens_to_reach(probabilities, 0.5) == (1, pytest.approx(0.886))
     assert tokens_to_reach(probabilities, 0.9) == (2, pytest.approx(0.936))
     assert tokens_to_reach(probabilities, 0.95) == (3, pytest.approx(0.974))
+    assert tokens_to_reach([0.25, 0.5, 0.25], 0.75) == (2, 0.75)  # reaching the share exactly counts
+    assert tokens_to_reach([0.2, 0.3], 1.5) == (2, pytest.approx(0.5))  # a share never reached: every token
+
+
+def test_tokens_to_reach_takes_the_models_whole_distribution(logits):
+    """A page passes the real 49,152-way distribution as an array: the count is the first running total of
+    the sorted probabilities to reach the share."""
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    count, held = tokens_to_reach(probabilities, 0.9)
+    ordered = sorted(probabilities.tolist(), reverse=True)
+    assert sum(ordered[:count - 1]) < 0.9 <= sum(ordered[:count]) == pytest.approx(held)
 
 
 def test_the_ninety_percent_sentence_states_what_the_tokens_really_hold():
