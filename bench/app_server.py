@@ -8,6 +8,7 @@ what is measured here is what a teacher gets.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -48,10 +49,11 @@ class AppServer:
         self.ready = ready
         self.process: subprocess.Popen | None = None
         self.ready_seconds = float("nan")
+        self.started_at = float("nan")
 
     def __enter__(self) -> AppServer:
         output = self.log.open("w") if self.log is not None else subprocess.DEVNULL
-        started = time.perf_counter()
+        started = self.started_at = time.perf_counter()
         try:
             self.process = subprocess.Popen(app_command(self.port), cwd=ROOT, env=self.env, stdout=output,
                                             stderr=subprocess.STDOUT)
@@ -89,6 +91,20 @@ class AppServer:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"the app was not ready within {STARTUP_SECONDS:.0f} s{self._tail()}")
+
+    def wait_for_pages(self) -> float:
+        """Wait until ``/health`` says the pages' own model work can start at once (the loader builds their
+        hooked model a few seconds after the API is served); the seconds since the start."""
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(self.url + "/health", timeout=5) as reply:
+                pages = json.load(reply).get("pages")
+            if pages == "ready":
+                return time.perf_counter() - self.started_at
+            if pages == "failed":
+                raise RuntimeError(f"the pages' model could not be built{self._tail()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"the pages were not ready within {STARTUP_SECONDS:.0f} s{self._tail()}")
 
     def _tail(self) -> str:
         return f":\n{self.log.read_text()[-3000:]}" if self.log is not None and self.log.exists() else ""

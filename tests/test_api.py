@@ -130,9 +130,11 @@ def logged(server: ApiServer, response: httpx.Response):
 
 
 def test_health_is_200_with_the_model_ready(http, loaded):
+    _ = loaded.model  # the pages' hooked model, which the app's loader builds after the API is served
     response = http.get("/health")
     assert response.status_code == 200
     assert response.json()["status"] == "ready" and response.json()["model"] == loaded.name
+    assert response.json()["pages"] == "ready"
     assert response.headers["x-request-id"]
 
 

@@ -42,6 +42,7 @@ def test_health_is_ready_before_the_prime_and_the_deferred_work_follows(loaded, 
     monkeypatch.setattr(engine, "prime", lambda ids, label: built.append(f"prime {label} {ids}") or held)
     monkeypatch.setattr(serving, "shared_head", head)
     monkeypatch.setattr(serving, "_status", ModelStatus("loading", loaded.name))
+    monkeypatch.setattr(loaded, "hf_model", None)  # as at a start: the loader builds it last
 
     loader = threading.Thread(target=serving._load, daemon=True)
     loader.start()
@@ -49,11 +50,28 @@ def test_health_is_ready_before_the_prime_and_the_deferred_work_follows(loaded, 
     assert ready_when == ["ready"]  # the template's head is rendered after /health turns 200
     assert serving.model_status().state == "ready"  # while its prefill is still queued
     assert built == ["prime chat template [1, 2]"]
+    assert serving.pages_state() == "loading"  # /health says so: a class should not arrive yet
     held.release.set()
-    loader.join(30)
+    loader.join(60)
     assert not loader.is_alive()
     assert serving.model_status().state == "ready"
     assert loaded.hf_model is not None  # the pages' hooked model is built after the prime
+    assert serving.pages_state() == "ready"
+
+
+def test_pages_say_failed_when_their_model_cannot_be_built(loaded, monkeypatch):
+    from lifecycle.engine import checkpoint
+
+    def unbuildable(*_args):
+        raise RuntimeError("no modeling code for this architecture")
+
+    monkeypatch.setattr(checkpoint, "hugging_face_model", unbuildable)
+    monkeypatch.setattr(loaded, "hf_model", None)
+    monkeypatch.setattr(serving, "_pages_failed", False)
+    monkeypatch.setattr(serving, "_status", ModelStatus("loading", loaded.name))
+    serving._load()
+    assert serving.model_status().state == "ready"  # the API serves without the pages' model
+    assert serving.pages_state() == "failed"
 
 
 def test_a_template_the_app_cannot_render_fails_the_load_after_ready(loaded, monkeypatch):

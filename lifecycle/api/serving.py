@@ -120,6 +120,7 @@ class ModelStatus:
 _queue = ModelQueue(int(os.environ.get("LIFECYCLE_QUEUE_CAPACITY", DEFAULT_QUEUE_CAPACITY)))
 _status = ModelStatus("idle", model_name())
 _status_lock = threading.Lock()
+_pages_failed = False  # the loader could not build what the pages need (they raise its error themselves)
 
 
 def model_queue() -> ModelQueue:
@@ -146,6 +147,15 @@ def model_status() -> ModelStatus:
     return status
 
 
+def pages_state() -> str:
+    """Whether a page's own model work can start at once: "ready" once the Hugging Face model the pages'
+    inspection passes hook is built (the loader builds it after the engine's first job, so the API is
+    served a few seconds earlier), "loading" before, "failed" if the loader could not build it."""
+    if _pages_failed:
+        return "failed"
+    return "ready" if is_loaded() and shared_model().hf_model is not None else "loading"
+
+
 def start_model_loading() -> None:
     """Load the shared model in a background thread (once per process) so no request pays for it."""
     global _status
@@ -157,7 +167,7 @@ def start_model_loading() -> None:
 
 
 def _load() -> None:
-    global _status
+    global _status, _pages_failed
     try:
         loaded = shared_model()
         engine = shared_engine(loaded)  # built now, not by the first request
@@ -180,5 +190,6 @@ def _load() -> None:
         priming.wait()
         _ = loaded.model
     except Exception:  # noqa: BLE001 - the request or page that needs it raises the same error, with its message
+        _pages_failed = True
         _log.exception("the template prefix or the Hugging Face model could not be built")
 

@@ -33,5 +33,5 @@ def test_a_small_room_opens_next_token_then_generation_without_an_exception(app_
         visits = run_coroutine(room(app_url, page, prompts, {"max_tokens": 3}))
         assert [v.prompt for v in visits] == prompts and len(set(prompts)) == 8
         assert all(v.finished and not v.exceptions and not v.errors and not missing_title(v) for v in visits), visits
-        report = RoomReport(len(prompts), {page: visits}, peak_rss=0)
+        report = RoomReport(len(prompts), {page: visits}, peak_rss=0, pages_ready_seconds=0.0)
         assert not report.silent_waits, [v.waits for v in report.silent_waits]
