@@ -103,7 +103,8 @@ def pages_section() -> None:
 
     from bench.app_server import AppServer
     from bench.browser_timings import (OPEN_TARGET_S, attention_forward_rows, forward_tab_rows, fragment_rows,
-                                        generation_kv_streaming_rows, page_open_rows, page_switch_rows)
+                                        generation_kv_streaming_rows, measure_instant_controls, page_open_rows,
+                                        page_switch_rows)
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 
     heading("pages: open time in chromium (1366x768, warm prompt)")
@@ -121,7 +122,8 @@ def pages_section() -> None:
                 row(name, figure, target, _verdict(figure, target))
         finally:
             browser.close()
-    heading("pages: controls redrawn in the browser (read from the browser suite's last run)")
+    heading("pages: controls redrawn in the browser (tests/browser/test_instant_*.py, run alone just now)")
+    measure_instant_controls()
     for name, figure, target in attention_forward_rows() + fragment_rows() + generation_kv_streaming_rows():
         row(name, figure, target, _verdict(figure, target))
 

@@ -6,13 +6,19 @@ visit a new tab (a new session, plotly.js run again). ``page_switch_rows`` times
 inside one session, by a sidebar link, as a visitor walks the journey; ``forward_tab_rows`` the Forward
 pass page's step tabs (when all are built after a switch, and a tab click to its charts shown). The other
 functions read back what the browser suite's instant-control tests wrote under tests/browser/screenshots/
-("-" and the test to run when it has not run yet). Each returns ``(name, figure, target)`` rows.
+("-" and the test to run when it has not run yet); ``measure_instant_controls`` runs those tests alone first,
+so the figures come from this bench's run on a quiet machine, not from a suite's run under load. Each returns
+``(name, figure, target)`` rows.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from statistics import median
 
 from bench.browser import SCREENSHOTS
@@ -227,6 +233,22 @@ def attention_forward_rows() -> list[tuple[str, str, str]]:
     rows += [(f"{url_path} live figure's data (KiB, default prompt)", f"{kib:,.1f}", "")
              for url_path, kib in measured["payload_kib"].items()]
     return rows
+
+
+INSTANT_TESTS = ("tests/browser/test_instant_controls.py", "tests/browser/test_instant_generation.py")
+
+
+def measure_instant_controls() -> None:
+    """Run the browser tests that time every control and write the files the rows below read: alone, one
+    worker, against ``streamlit run app.py`` as the README starts it (the tests' own server)."""
+    root = Path(__file__).resolve().parents[1]
+    for name in (INSTANT_CONTROLS_FILE, INSTANT_FILE, INSTANT_FRAGMENTS_FILE):
+        (SCREENSHOTS / name).unlink(missing_ok=True)  # a failed run must not leave an older run's figures
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                          "-n", "0", *INSTANT_TESTS], cwd=root, capture_output=True, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    if run.returncode != 0:
+        print(run.stdout[-3000:], run.stderr[-2000:], sep="\n")
 
 
 def fragment_rows() -> list[tuple[str, str, str]]:
