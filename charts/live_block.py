@@ -1,10 +1,11 @@
-"""The Forward pass page's live block: any layer and query head at the chosen token, redrawn in the
-browser (ui/live_block.js) from one hooked pass's numbers, sent once.
+"""The Forward pass page's live block: any layer, query head and token, redrawn in the browser
+(ui/live_block.js) from one hooked pass's numbers, sent once.
 
-What is sent does not grow with the prompt beyond ``TOP_KEYS`` keys per head: every layer's step
-lengths (the block's 15 steps), what each layer's attention and MLP add, the residual stream's
-length, and per layer and head the ``TOP_KEYS`` keys the token attends to most (position, weight).
-Labels are plain strings the browser sets as text, never markup.
+What is sent grows with the prompt only up to ``LIVE_TOKENS`` tokens (a window around the chosen one
+beyond that): for each token, every layer's step lengths (the block's 15 steps), what each layer's
+attention and MLP add, the residual stream's length, and per layer and head the ``TOP_KEYS`` keys the
+token attends to most (position, weight in 1/1,000). Labels are plain strings the browser sets as
+text, never markup.
 """
 
 from __future__ import annotations
@@ -12,21 +13,22 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from charts.forward_pass import shape_text
 
-TOP_KEYS = 8
-DIGITS = 5  # weights and lengths rounded to 5 decimals: the page shows at most 1 (lengths) or 3 (shares)
+LIVE_TOKENS = 48  # tokens the block can move through in the browser (~9 KB each as JSON)
+TOP_KEYS = 5  # of the stage's strongest keys per head and token, the ones sent
+WEIGHT_UNIT = 1e-3  # weights travel as whole numbers of this unit (the page shows 0.1%): 3 digits, not 0.xxxx
+DIGITS = 1  # lengths rounded as the page shows them
 
 
-def top_keys(weights: np.ndarray, k: int = TOP_KEYS) -> tuple[np.ndarray, np.ndarray]:
-    """(layers, heads, k) key positions with the largest weight first (ties: the earlier key), and their
-    weights, from (layers, heads, positions) softmax rows."""
-    order = np.argsort(-np.asarray(weights), axis=-1, kind="stable")[..., :k]
-    return order, np.take_along_axis(np.asarray(weights), order, axis=-1)
+def token_window(position: int, positions: int, size: int = LIVE_TOKENS) -> range:
+    """The tokens sent: all of a prompt up to ``size``, else ``size`` of them around ``position``."""
+    first = max(0, min(position - size // 2, positions - size))
+    return range(first, min(positions, first + size))
 
 
 def _rounded(values) -> list:
@@ -37,48 +39,54 @@ def live_block_data(
     step_names: Sequence[str],
     step_shapes: Sequence[Sequence[int]],
     step_norms: np.ndarray,
-    head_weights: np.ndarray,
+    top_keys: np.ndarray,
+    top_weights: np.ndarray,
     residual_norms: np.ndarray,
     attention_norms: np.ndarray,
     mlp_norms: np.ndarray,
-    label: Callable[[int], str],
-    position: int,
+    labels: Sequence[str],
     kv_group: int,
-    start: tuple[int, int],
+    start: tuple[int, int, int],
 ) -> dict:
-    """The component's data for one token: ``step_norms`` (layers, steps), ``head_weights`` (layers, heads,
-    positions), the stack's lengths, ``label(position)`` for a token's label, ``start`` the (layer, head)
-    shown first."""
-    layers, heads, _ = head_weights.shape
-    keys, weights = top_keys(head_weights[..., : position + 1])
-    shown = sorted({int(k) for k in keys.ravel()} | {position})
+    """The component's data: ``step_norms`` (positions, layers, steps), ``top_keys``/``top_weights`` (layers,
+    heads, positions, k; key -1 for none), the stack's lengths (positions, layers [+ 1]), every token's
+    label, and ``start`` the (layer, head, token) shown first."""
+    layers, heads, positions, _ = top_keys.shape
+    tokens = token_window(start[2], positions)
+    chosen = slice(tokens.start, tokens.stop)
+    keys = np.moveaxis(top_keys[..., chosen, :TOP_KEYS], 2, 0)  # (tokens, layers, heads, k)
+    weights = np.moveaxis(top_weights[..., chosen, :TOP_KEYS], 2, 0)
+    shown = sorted({int(k) for k in keys.ravel() if k >= 0} | set(tokens))
     body = {
         "layers": int(layers),
         "heads": int(heads),
         "kv_group": int(kv_group),
-        "position": int(position),
+        "tokens": [tokens.start, tokens.stop],
         "steps": [{"name": name, "shape": shape_text(shape), "add": name.startswith("+")}
                   for name, shape in zip(step_names, step_shapes)],
-        "step_norms": _rounded(step_norms),
+        "step_norms": _rounded(step_norms[chosen]),
         "keys": [int(k) for k in keys.ravel()],
-        "weights": _rounded(weights),
+        "weights": [int(round(w / WEIGHT_UNIT)) for w in weights.ravel()],
+        "weight_unit": WEIGHT_UNIT,
         "top": int(keys.shape[-1]),
-        "residual": _rounded(residual_norms),
-        "attention": _rounded(attention_norms),
-        "mlp": _rounded(mlp_norms),
-        "labels": {str(p): label(p) for p in shown},
+        "residual": _rounded(residual_norms[chosen]),
+        "attention": _rounded(attention_norms[chosen]),
+        "mlp": _rounded(mlp_norms[chosen]),
+        "labels": {str(p): labels[p] for p in shown},
     }
     encoded = json.dumps(body, sort_keys=True)
     return {**body, "fingerprint": hashlib.sha256(encoded.encode()).hexdigest()[:16], "bytes": len(encoded),
-            "start": {"layer": int(start[0]), "head": int(start[1])}}
+            "start": {"layer": int(start[0]), "head": int(start[1]), "position": int(start[2])}}
 
 
-def block_view_sent(values: dict | None, layers: int, heads: int) -> tuple[int, int] | None:
-    """The (layer, head) the browser sent, if it is one of this model's (None: nothing valid sent)."""
+def block_view_sent(values: dict | None, layers: int, heads: int, positions: int) -> tuple[int, int, int] | None:
+    """The (layer, head, token) the browser sent, if it is one of this model's and prompt's (None: nothing
+    valid sent)."""
     if not values:
         return None
     try:
-        layer, head = int(values["layer"]), int(values["head"])
+        layer, head, position = int(values["layer"]), int(values["head"]), int(values["position"])
     except (KeyError, TypeError, ValueError):
         return None
-    return (layer, head) if 0 <= layer < layers and 0 <= head < heads else None
+    valid = 0 <= layer < layers and 0 <= head < heads and 0 <= position < positions
+    return (layer, head, position) if valid else None

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from lifecycle.stages.block import BlockShapes, block_flow, open_block, rope_pair, trace_forward
+from lifecycle.stages.block import TOP_KEYS, BlockShapes, block_flow, open_block, rope_pair, trace_forward
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
 
@@ -181,3 +181,27 @@ def test_every_layers_step_lengths_and_weights_are_the_opened_blocks(loaded):
         np.testing.assert_allclose(trace.stack.step_norms[layer], flow, rtol=1e-5, equal_nan=True)
         np.testing.assert_allclose(trace.stack.head_weights[layer], trace.block.weights, atol=1e-7)
         np.testing.assert_allclose(trace.stack.step_norms[:, -1], trace.stack.residual_norms[1:], rtol=1e-5)
+
+
+def test_every_tokens_lengths_and_strongest_keys_are_the_ones_opening_that_token_gives(loaded):
+    """One pass keeps every token's step lengths, stack lengths and each head's strongest keys, so the page can
+    move through tokens without another pass: they must equal what a pass opened at that token keeps, and the
+    keys must be the model's own softmax rows' largest, never a key after the query."""
+    ids = render_prompt(Conversation(new_message="Why is the sky blue?")).ids
+    layer = loaded.num_layers // 2
+    last = trace_forward(loaded.model, ids, layer, len(ids) - 1).stack
+    assert last.step_norms_by_token.shape[:2] == (len(ids), loaded.num_layers)
+    assert last.top_keys.shape == (loaded.num_layers, loaded.model.config.num_attention_heads, len(ids), TOP_KEYS)
+    for position in (0, 3, len(ids) - 2):
+        at = trace_forward(loaded.model, ids, layer, position)
+        np.testing.assert_allclose(last.step_norms_by_token[position], at.stack.step_norms, rtol=1e-5, equal_nan=True)
+        np.testing.assert_allclose(last.residual_norms_by_token[position], at.stack.residual_norms, rtol=1e-5)
+        np.testing.assert_allclose(last.attention_norms_by_token[position], at.stack.attention_norms, rtol=1e-5)
+        rows = at.stack.head_weights  # (layers, heads, keys): the softmax rows of this query
+        expected = np.argsort(-rows[..., : position + 1], axis=-1, kind="stable")[..., :TOP_KEYS]
+        found = last.top_keys[:, :, position]
+        kept = min(TOP_KEYS, position + 1)
+        np.testing.assert_array_equal(found[..., :kept], expected)
+        assert (found[..., kept:] == -1).all() and (last.top_weights[:, :, position, kept:] == 0).all()
+        np.testing.assert_allclose(last.top_weights[:, :, position, :kept],
+                                   np.take_along_axis(rows, expected, axis=-1), atol=1e-6)

@@ -1,7 +1,7 @@
-// The Forward pass page's live block: any layer and query head at the chosen token, redrawn in the
-// browser from one hooked pass's numbers (charts/live_block.py): the block's steps with their lengths,
-// the keys the head attends to most, and the residual stream through every layer. When the controls
-// rest, the (layer, head) goes back to Python, so the step-by-step details below follow.
+// The Forward pass page's live block: any layer, query head and token, redrawn in the browser from one
+// hooked pass's numbers (charts/live_block.py): the block's steps with their lengths, the keys the head
+// attends to most, and the residual stream through every layer. When the controls rest, the
+// (layer, head, token) goes back to Python, so the step-by-step details below follow.
 // Every string (token labels included) is set with textContent: nothing is parsed as markup.
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -109,9 +109,12 @@ function buildKeys(state) {
 }
 
 // The residual stream's length after the embedding and each layer (line, right scale) over what each
-// layer's attention and MLP add (bars, left scale); the chosen layer in a band.
-function buildStack(state) {
+// layer's attention and MLP add (bars, left scale), at token index t of the data; the chosen layer in a band.
+function buildStack(state, t) {
   const { shape, data } = state;
+  const attention = data.attention.slice(t * data.layers, (t + 1) * data.layers);
+  const mlp = data.mlp.slice(t * data.layers, (t + 1) * data.layers);
+  const residual = data.residual.slice(t * (data.layers + 1), (t + 1) * (data.layers + 1));
   const { font, measure } = shape;
   const width = shape.right;
   const height = Math.round(font * 14);
@@ -121,8 +124,8 @@ function buildStack(state) {
   stack.setAttribute("width", width);
   stack.setAttribute("height", height);
   stack.style.fontSize = `${font}px`;
-  const maxAdded = Math.max(...data.attention, ...data.mlp);
-  const maxStream = Math.max(...data.residual);
+  const maxAdded = Math.max(...attention, ...mlp);
+  const maxStream = Math.max(...residual);
   const leftRoom = Math.ceil(measure.measureText(length(maxAdded)).width) + 6;
   const rightRoom = Math.ceil(measure.measureText(length(maxStream)).width) + 6;
   const top = font + 10, bottom = height - font - 8;
@@ -138,11 +141,11 @@ function buildStack(state) {
        length(maxStream), stack);
   const bar = slot * 0.38;
   for (let l = 0; l < data.layers; l++) {
-    const a = ((bottom - top) * data.attention[l]) / maxAdded, m = ((bottom - top) * data.mlp[l]) / maxAdded;
+    const a = ((bottom - top) * attention[l]) / maxAdded, m = ((bottom - top) * mlp[l]) / maxAdded;
     svg("rect", { x: x(l) - bar, y: bottom - a, width: bar, height: a, fill: BLUE }, stack);
     svg("rect", { x: x(l), y: bottom - m, width: bar, height: m, fill: RED }, stack);
   }
-  const points = data.residual.map((r, i) => `${x(i - 1)},${bottom - ((bottom - top) * r) / maxStream}`);
+  const points = residual.map((r, i) => `${x(i - 1)},${bottom - ((bottom - top) * r) / maxStream}`);
   svg("polyline", { points: points.join(" "), fill: "none", stroke: "#222222", "stroke-width": 2 }, stack);
   const every = Math.max(1, Math.ceil((measure.measureText("00").width + 8) / slot / 5) * 5);
   for (let l = 0; l < data.layers; l += every) {
@@ -150,6 +153,7 @@ function buildStack(state) {
   }
   state.stackX = x;
   state.slot = slot;
+  state.stackToken = t;
 }
 
 function build(state) {
@@ -157,22 +161,29 @@ function build(state) {
   state.figures.classList.toggle("lb-narrow", state.shape.narrow);
   buildFlow(state);
   buildKeys(state);
-  buildStack(state);
+  state.stackToken = null;  // drawn by draw(), for the chosen token
 }
 
 function chosen(state) {
-  return { layer: Number(state.inputs.layer.value), head: Number(state.inputs.head.value) };
+  const { inputs } = state;
+  return { layer: Number(inputs.layer.value), head: Number(inputs.head.value), position: Number(inputs.token.value) };
 }
+
+const viewKey = (view) => `${view.layer},${view.head},${view.position}`;
 
 function draw(state, byControl = false) {
   const started = performance.now();
   const { data, shape } = state;
-  const { layer, head } = chosen(state);
+  const { layer, head, position } = chosen(state);
+  const t = position - data.tokens[0];
+  const token = data.labels[String(position)];
   state.outputs.layer.textContent = String(layer);
+  state.outputs.token.textContent = token;
+  if (state.stackToken !== t) buildStack(state, t);
   const steps = data.steps.length;
-  const norms = data.step_norms.slice(layer * steps, (layer + 1) * steps);
+  const row = t * data.layers + layer;
+  const norms = data.step_norms.slice(row * steps, (row + 1) * steps);
   const largest = Math.max(...norms.filter((n) => n !== null));
-  const token = data.labels[String(data.position)];
   state.flowTitle.textContent = fitted(shape.measure, `Block ${layer} at ${token}: length ‖·‖ after each step`,
                                        shape.left);
   state.flowRows.forEach((row, i) => {
@@ -182,8 +193,9 @@ function draw(state, byControl = false) {
     row.value.setAttribute("x", state.flowScale.x + width + 4);
     row.value.textContent = norm === null ? "(no vector per token)" : length(norm);
   });
-  const at = (layer * data.heads + head) * data.top;
-  const keys = data.keys.slice(at, at + data.top), weights = data.weights.slice(at, at + data.top);
+  const at = (row * data.heads + head) * data.top;
+  const keys = data.keys.slice(at, at + data.top).filter((k) => k >= 0);
+  const weights = data.weights.slice(at, at + keys.length).map((w) => w * data.weight_unit);
   const end = Math.max(1e-9, weights[0]);
   state.keysTitle.textContent = fitted(shape.measure, `Head ${head} (key/value head ${Math.floor(head / data.kv_group)}): `
                                        + `what ${token} attends to`, shape.right);
@@ -196,12 +208,12 @@ function draw(state, byControl = false) {
     row.value.textContent = shown ? `${(100 * weights[r]).toFixed(1)}%` : "";
   });
   state.band.setAttribute("x", state.stackX(layer) - state.slot / 2);
-  const attention = data.attention[layer], mlp = data.mlp[layer];
+  const attention = data.attention[row], mlp = data.mlp[row];
   state.readout.textContent = `Block ${layer} takes ${token} from length ${length(norms[0])} to `
     + `${length(norms[norms.length - 1])}: attention adds ${length(attention)}, the MLP ${length(mlp)}. `
     + `Head ${head} puts ${(100 * weights[0]).toFixed(1)}% on ${data.labels[String(keys[0])]}.`;
   const root = state.root;
-  root.dataset.shown = JSON.stringify({ layer, head, norms, keys, weights });
+  root.dataset.shown = JSON.stringify({ layer, head, position, norms, keys, weights });
   root.dataset.computeMs = (performance.now() - started).toFixed(2);
   requestAnimationFrame(() => {
     root.dataset.drawnAt = String(performance.now());
@@ -217,9 +229,9 @@ function scheduleSend(state) {
   clearTimeout(state.timer);
   state.timer = setTimeout(() => {
     const view = chosen(state);
-    if (state.sent && view.layer === state.sent.layer && view.head === state.sent.head) return;
+    if (state.sent && viewKey(view) === viewKey(state.sent)) return;
     state.sent = view;
-    state.echoes.add(`${view.layer},${view.head}`);
+    state.echoes.add(viewKey(view));
     state.setStateValue("view", { ...view, sent_at: Date.now() });
   }, SEND_AFTER_MS);
 }
@@ -229,7 +241,7 @@ function control(state, box, name, label, input) {
   const id = `${state.id}-${name}`;
   const title = element("label", { for: id }, wrap);
   text("span", {}, label, title, null);
-  if (name === "layer") state.outputs.layer = text("output", { for: id }, "", title, null);
+  if (name === "layer" || name === "token") state.outputs[name] = text("output", { for: id }, "", title, null);
   input.id = id;
   input.dataset.control = name;
   wrap.appendChild(input);
@@ -251,13 +263,16 @@ function buildControls(state) {
     made.textContent = `${h} (key/value head ${Math.floor(h / data.kv_group)})`;
   }
   control(state, box, "head", "Query head", head);
+  control(state, box, "token", "Token",
+          element("input", { type: "range", min: data.tokens[0], max: data.tokens[1] - 1, step: 1 }));
 }
 
 function setView(state, view) {
   state.inputs.layer.value = String(view.layer);
   state.inputs.head.value = String(view.head);
-  state.sent = { layer: view.layer, head: view.head };
-  state.echoes = new Set([`${view.layer},${view.head}`]);
+  state.inputs.token.value = String(view.position);
+  state.sent = { layer: view.layer, head: view.head, position: view.position };
+  state.echoes = new Set([viewKey(view)]);
 }
 
 export default function (component) {
@@ -296,7 +311,7 @@ export default function (component) {
         draw(state);
       }
     }).observe(root);
-  } else if (!state.echoes.has(`${data.start.layer},${data.start.head}`)) {
+  } else if (!state.echoes.has(viewKey(data.start))) {
     setView(state, data.start);  // a change from the server, not the echo of a view this block sent
   }
   state.data = data;

@@ -14,7 +14,7 @@ import streamlit as st
 
 from charts.attention import logit_lens_chart
 from charts.embeddings import token_labels
-from charts.live_block import block_view_sent, live_block_data
+from charts.live_block import LIVE_TOKENS, block_view_sent, live_block_data
 from charts.forward_pass import (
     rope_rotation,
     scores_and_weights,
@@ -41,12 +41,16 @@ KEYS_AFTER = 4  # masked keys shown right of it
 LIVE_KEY = "forward_live"
 
 
+POSITIONS_KEY = "forward_positions"  # the prompt's token count, for checking a view the browser sends
+
+
 def follow_view() -> None:
-    """The live block's controls came to rest: the step-by-step details follow its (layer, head)."""
+    """The live block's controls came to rest: the step-by-step details follow its (layer, head, token)."""
     config = loaded_model().model.config
-    view = block_view_sent(block_view(LIVE_KEY), config.num_hidden_layers, config.num_attention_heads)
+    view = block_view_sent(block_view(LIVE_KEY), config.num_hidden_layers, config.num_attention_heads,
+                           st.session_state.get(POSITIONS_KEY, 0))
     if view is not None:
-        st.session_state["forward_layer"], st.session_state["forward_head"] = view
+        st.session_state["forward_layer"], st.session_state["forward_head"], st.session_state["forward_token"] = view
 
 
 @per_prompt_cache
@@ -235,17 +239,21 @@ def render() -> None:
         flow = block_flow(block)
         lesson(block_lesson(s.positions, s.layers, quoted(texts[position]), position, stack.residual_norms,
                             stack.attention_norms, stack.mlp_norms))
+        st.session_state[POSITIONS_KEY] = len(ids)
         live_block(
-            live_block_data([f.name for f in flow], [f.shape for f in flow], stack.step_norms, stack.head_weights,
-                            stack.residual_norms, stack.attention_norms, stack.mlp_norms, lambda i: labels[i], position,
-                            s.group, (layer, head)),
+            live_block_data([f.name for f in flow], [f.shape for f in flow], stack.step_norms_by_token,
+                            stack.top_keys, stack.top_weights, stack.residual_norms_by_token,
+                            stack.attention_norms_by_token, stack.mlp_norms_by_token, labels, s.group,
+                            (layer, head, position)),
             key=LIVE_KEY, on_view=follow_view,
         )
-        st.caption(f"Moving the layer or the head redraws the block above in your browser. The steps below open block "
-                   f"**{layer}** at head **{head}**; they follow once the controls rest (one more hooked pass per block).")
-        st.selectbox("Token", range(len(ids)), index=position, format_func=lambda i: labels[i], key="forward_token",
-                     help="The position whose path through the block is shown (another token runs the prompt once "
-                          "more with hooks).")
+        st.caption(f"Moving the layer, the head or the token redraws the block above in your browser. The steps below "
+                   f"open block **{layer}** at head **{head}** for token {quoted(texts[position])}; they follow once "
+                   "the controls rest (one more hooked pass).")
+        if len(ids) > LIVE_TOKENS:
+            st.selectbox("Token", range(len(ids)), index=position, format_func=lambda i: labels[i], key="forward_token",
+                         help=f"The block above moves through {LIVE_TOKENS} of the prompt's {len(ids)} tokens, around "
+                              "this one; pick another here to move them.")
         with st.expander(f"Shapes for this prompt ({s.positions} tokens), read from the model's config"):
             st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
                          hide_index=True, height=35 * (len(flow) + 1) + 3)

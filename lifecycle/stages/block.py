@@ -7,8 +7,9 @@ A decoder block of this model (Llama architecture) does, for every position::
 
 ``trace_forward(model, ids, layer, position)`` runs one real forward pass with hooks on the real
 modules and keeps every intermediate of ``layer`` at the chosen token ``position`` (plus the keys and
-values of every position, which its attention reads), and, for every layer, how large the residual
-stream is and how much attention and the MLP add to it there, plus the logit lens at that position.
+values of every position, which its attention reads), and, for every layer and every token, how large
+the residual stream is and how much attention and the MLP add to it, the lengths after each of the
+block's steps and the keys each head attends to most, plus the logit lens at the chosen position.
 Only the attention scores are not a module output (they are computed inside the attention
 function): they are rebuilt from the hooked queries and keys with the model's own RoPE function
 and scale, and the model's softmax weights are kept beside them so a test can check the two agree.
@@ -29,6 +30,7 @@ from lifecycle.errors import LifecycleError
 from lifecycle.stages.sampling import TokenCandidate
 
 TOP_NEURONS = 8
+TOP_KEYS = 8  # per layer, head and query token: the keys it attends to most
 
 
 @dataclass(frozen=True)
@@ -119,26 +121,46 @@ class BlockTrace:
 
 @dataclass
 class StackTrace:
-    """The chosen token's residual stream through every layer.
+    """The residual stream through every layer, at every token and at the chosen one (``position``).
 
     ``residual_norms`` has layers + 1 entries: the embedding, then each block's output.
     ``attention_norms[l]``/``mlp_norms[l]`` are the lengths of what layer l's attention and MLP add.
     ``lens`` is the logit lens at this position: each layer's output through the final norm and LM head.
     ``step_norms[l]`` is layer l's ``block_flow`` lengths at this token (NaN where a step hands on no
-    vector per token) and ``head_weights[l]`` (heads, positions) its softmax rows for this token: what a
-    page needs to show any layer without another pass.
+    vector per token) and ``head_weights[l]`` (heads, positions) its softmax rows for this token. The
+    ``*_by_token`` arrays hold the same lengths for every token, and ``top_keys``/``top_weights`` each
+    head's ``TOP_KEYS`` strongest keys for every query token (-1 and 0 past the query's own keys): what
+    a page needs to show any layer, head and token without another pass.
     """
 
     position: int
-    residual_norms: np.ndarray
-    attention_norms: np.ndarray
-    mlp_norms: np.ndarray
-    step_norms: np.ndarray  # (layers, steps of block_flow)
+    residual_norms_by_token: np.ndarray  # (positions, layers + 1)
+    attention_norms_by_token: np.ndarray  # (positions, layers)
+    mlp_norms_by_token: np.ndarray  # (positions, layers)
+    step_norms_by_token: np.ndarray  # (positions, layers, steps of block_flow)
+    top_keys: np.ndarray  # (layers, heads, positions, TOP_KEYS) key positions, strongest first
+    top_weights: np.ndarray  # (layers, heads, positions, TOP_KEYS)
     head_weights: np.ndarray  # (layers, heads, positions)
     lens_ids: np.ndarray  # (layers, top_k) token ids, most likely first
     lens_probs: np.ndarray  # (layers, top_k)
     lens_entropy_bits: np.ndarray  # (layers,)
     final_logits: np.ndarray  # (vocab,) the model's own next-token logits after this position
+
+    @property
+    def residual_norms(self) -> np.ndarray:
+        return self.residual_norms_by_token[self.position]
+
+    @property
+    def attention_norms(self) -> np.ndarray:
+        return self.attention_norms_by_token[self.position]
+
+    @property
+    def mlp_norms(self) -> np.ndarray:
+        return self.mlp_norms_by_token[self.position]
+
+    @property
+    def step_norms(self) -> np.ndarray:
+        return self.step_norms_by_token[self.position]
 
     @property
     def final_id(self) -> int:
@@ -180,8 +202,7 @@ def traced_forward(model, ids: Sequence[int], layer: int, position: int, lens_to
     shapes = BlockShapes.of(model.config, len(ids))
     _check(shapes, ids, layer, position)
     inner = model.model
-    captured: dict = {"attention": [None] * shapes.layers, "mlp": [None] * shapes.layers,
-                      "residual": [None] * (shapes.layers + 1),
+    captured: dict = {"residual": [None] * (shapes.layers + 1), "lengths": [{} for _ in range(shapes.layers + 1)],
                       "steps": [{} for _ in range(shapes.layers)]}
     handles = _hooks(inner, inner.layers[layer], position, captured)
     try:
@@ -196,16 +217,18 @@ def traced_forward(model, ids: Sequence[int], layer: int, position: int, lens_to
     lens_probs = torch.softmax(lens_logits, -1)
     top = torch.topk(lens_probs, lens_top_k, dim=-1)
     entropy = -(lens_probs * torch.log2(lens_probs.clamp_min(1e-300))).sum(-1)
+    lengths = captured["lengths"]
     stack = StackTrace(
         position=position,
-        residual_norms=residual.double().norm(dim=-1).numpy(),
-        attention_norms=torch.stack(captured["attention"]).double().norm(dim=-1).numpy(),
-        mlp_norms=torch.stack(captured["mlp"]).double().norm(dim=-1).numpy(),
-        step_norms=np.array([
-            _step_norms({**steps, "input": captured["residual"][index], "attention_out": captured["attention"][index],
-                         "mlp_out": captured["mlp"][index], "output": captured["residual"][index + 1]},
-                        shapes, captured["cos"][position], captured["sin"][position])
-            for index, steps in enumerate(captured["steps"])]),
+        residual_norms_by_token=torch.stack([lengths[i]["residual"] for i in range(shapes.layers + 1)], 1).numpy(),
+        attention_norms_by_token=torch.stack([lengths[i]["attention"] for i in range(shapes.layers)], 1).numpy(),
+        mlp_norms_by_token=torch.stack([lengths[i]["mlp"] for i in range(shapes.layers)], 1).numpy(),
+        step_norms_by_token=np.stack([
+            _step_norms({**steps, "input": lengths[index]["residual"], "attention_out": lengths[index]["attention"],
+                         "mlp_out": lengths[index]["mlp"], "output": lengths[index + 1]["residual"]})
+            for index, steps in enumerate(captured["steps"])], axis=1),
+        top_keys=torch.stack([steps["top_keys"] for steps in captured["steps"]]).numpy(),
+        top_weights=torch.stack([steps["top_weights"] for steps in captured["steps"]]).float().numpy(),
         head_weights=torch.stack([steps["weights"] for steps in captured["steps"]]).float().numpy(),
         lens_ids=top.indices.numpy(),
         lens_probs=top.values.numpy(),
@@ -228,6 +251,8 @@ def _check(shapes: BlockShapes, ids: list[int], layer: int, position: int) -> No
 
 def _hooks(inner, block, position: int, captured: dict) -> list:
     """Forward hooks that copy what the trace keeps, and nothing larger."""
+    import torch
+    import torch.nn.functional as F
 
     def at(tensor):
         return tensor[0, position].detach().clone()
@@ -245,23 +270,37 @@ def _hooks(inner, block, position: int, captured: dict) -> list:
 
         return hook
 
-    def per_layer(kind, index):
+    def lengths(tensor):  # every token's row length, (positions,)
+        return torch.linalg.vector_norm(tensor[0].detach().double(), dim=-1)
+
+    def per_layer(kind, slot):
         def hook(_module, _inputs, output):
-            captured[kind][index] = at(output[0] if isinstance(output, tuple) else output)
+            tensor = output[0] if isinstance(output, tuple) else output
+            captured["lengths"][slot][kind] = lengths(tensor)
+            if kind == "residual":  # the logit lens reads the stream at the chosen token
+                captured["residual"][slot] = at(tensor)
 
         return hook
 
-    def step(index, name, before=False):  # one layer's vector at ``position``, for its step lengths
+    def step(index, name, before=False):  # one layer's row lengths at every token, for its step lengths
         def hook(_module, *args):
             tensor = args[0][0] if before else args[1]
             tensor = tensor[0] if isinstance(tensor, tuple) else tensor
-            captured["steps"][index][name] = at(tensor)
+            captured["steps"][index][name] = lengths(tensor)
+            if name == "query":  # after RoPE, with the model's own function (a rotation: the same lengths)
+                captured["steps"][index]["query_rotated"] = lengths(_rotated(tensor, captured))
 
         return hook
 
     def layer_weights(index):
         def hook(_module, _inputs, output):
-            captured["steps"][index]["weights"] = output[1][0, :, position].detach().clone()
+            weights = output[1][0].detach()  # (heads, queries, keys), zero past each query
+            captured["steps"][index]["weights"] = weights[:, position].clone()
+            top = torch.topk(weights.float(), min(TOP_KEYS, weights.shape[-1]), dim=-1)
+            keys = torch.where(top.indices <= torch.arange(weights.shape[1])[:, None], top.indices, -1)
+            pad = TOP_KEYS - keys.shape[-1]
+            captured["steps"][index]["top_keys"] = F.pad(keys, (0, pad), value=-1)
+            captured["steps"][index]["top_weights"] = F.pad(torch.where(keys >= 0, top.values, 0.0), (0, pad))
 
         return hook
 
@@ -274,7 +313,7 @@ def _hooks(inner, block, position: int, captured: dict) -> list:
     attn, mlp = block.self_attn, block.mlp
     registered = [
         inner.rotary_emb.register_forward_hook(rotary),
-        inner.embed_tokens.register_forward_hook(lambda _m, _i, out: captured["residual"].__setitem__(0, at(out))),
+        inner.embed_tokens.register_forward_hook(per_layer("residual", 0)),
         block.register_forward_pre_hook(keep_input("block_input", full=True)),
         block.input_layernorm.register_forward_hook(keep("normed")),
         attn.q_proj.register_forward_hook(keep("query", full=True)),
@@ -309,21 +348,29 @@ def _hooks(inner, block, position: int, captured: dict) -> list:
     return registered
 
 
-def _step_norms(steps: dict, shapes: BlockShapes, cos, sin) -> list[float]:
-    """One layer's ``block_flow`` lengths from its hooked vectors at the chosen token (NaN: no vector)."""
-    import torch
+def _rotated(query, captured: dict):
+    """``query`` (1, positions, heads x head_dim) through the model's own RoPE, as (positions, heads x head_dim)."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    query = steps["query"].view(shapes.heads, 1, shapes.head_dim)
-    rotated, _ = apply_rotary_pos_emb(query[None], query[None], cos[None, None], sin[None, None])
-    lengths = {name: float(torch.linalg.vector_norm(tensor.double())) for name, tensor in steps.items()
-               if name != "weights"}
-    lengths["query_rotated"] = float(torch.linalg.vector_norm(rotated.double()))
-    return [
-        lengths["input"], lengths["normed"], lengths["query"], math.nan, lengths["query_rotated"], math.nan,
-        math.nan, lengths["head_outputs"], lengths["attention_out"], lengths["after_attention"],
-        lengths["normed_mlp"], lengths["gate"], lengths["product"], lengths["mlp_out"], lengths["output"],
-    ]
+    cos, sin = captured["cos"], captured["sin"]
+    positions, head_dim = cos.shape
+    heads = query.shape[-1] // head_dim
+    by_head = query[0].detach().view(positions, heads, head_dim).transpose(0, 1)[None]
+    rotated, _ = apply_rotary_pos_emb(by_head, by_head, cos[None], sin[None])
+    return rotated[0].transpose(0, 1).reshape(1, positions, heads * head_dim)
+
+
+def _step_norms(lengths: dict) -> np.ndarray:
+    """One layer's ``block_flow`` lengths at every token, (positions, steps), from its hooked row lengths
+    (NaN where a step hands on no vector per token)."""
+    import torch
+
+    nan = torch.full_like(lengths["input"], math.nan)
+    return torch.stack([
+        lengths["input"], lengths["normed"], lengths["query"], nan, lengths["query_rotated"], nan, nan,
+        lengths["head_outputs"], lengths["attention_out"], lengths["after_attention"], lengths["normed_mlp"],
+        lengths["gate"], lengths["product"], lengths["mlp_out"], lengths["output"],
+    ], 1).numpy()
 
 
 def _block_trace(attn, layer: int, position: int, shapes: BlockShapes, captured: dict) -> BlockTrace:

@@ -62,11 +62,13 @@ def _step(page, selector: str, move) -> float:
 
 
 def _moves(live, name: str, count: int):
-    """``count`` moves of the control ``name``: arrow keys on a slider, the next options of a select."""
+    """``count`` moves of the control ``name``: arrow keys on a slider (leftwards from its end), the next options
+    of a select."""
     control = live.locator(f'[data-control="{name}"]')
     if live.locator(f'input[data-control="{name}"]').count():
         control.focus()
-        return [lambda: control.press("ArrowRight")] * count
+        at_end = control.evaluate("input => Number(input.value) + 5 > Number(input.max)")
+        return [lambda: control.press("ArrowLeft" if at_end else "ArrowRight")] * count
     values = control.locator("option").evaluate_all("options => options.map(o => o.value)")
     current = control.input_value()
     start = values.index(current)
@@ -129,11 +131,15 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
     live = page.locator(LIVE["forward-pass"])
     caption = page.locator("[data-testid^=stCaption]").filter(has_text="The steps below open block")
     before = caption.inner_text()
-    forward = _measure(page, "forward-pass", ["layer", "head"])
-    # Once the controls rested, the page's details followed the block drawn above.
+    forward = _measure(page, "forward-pass", ["layer", "head", "token"])
+    # Once the controls rested, the page's details followed the block drawn above, at the token drawn.
     drawn = json.loads(live.get_attribute("data-shown"))
-    expect(caption).to_contain_text(f"open block {drawn['layer']} at head {drawn['head']}")
+    token = live.locator("output[for$=-token]").inner_text()
+    expect(caption).to_contain_text(f"open block {drawn['layer']} at head {drawn['head']} for token")
     assert caption.inner_text() != before
+    expect(page.get_by_test_id("stMarkdownContainer").filter(has_text="pass through")).to_contain_text(
+        f"position {drawn['position']}")  # the lesson speaks of the token chosen in the block
+    assert token.split(":", 1)[0].strip() == str(drawn["position"])
 
     opens = {url_path: _open_time(browser, app_url, url_path) for url_path in LIVE}
     record = {

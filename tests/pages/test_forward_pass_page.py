@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 
+from charts.live_block import LIVE_TOKENS
 from lifecycle.stages.block import block_flow, open_block
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward, token_text
@@ -51,8 +52,8 @@ def test_the_first_run_builds_the_first_tab_and_the_browser_idle_the_rest():
     assert not opened.exception and charts(opened) == STEP_CHARTS
     assert "Drawing this step…" not in [c.value for c in opened.caption]
     # Another token (a full run) keeps every tab: the browser told once for this visit of the page.
-    opened.selectbox(key="forward_token").set_value(3).run()
-    assert charts(opened) == STEP_CHARTS
+    component_sends(opened, "forward_live", {"view": {"layer": 2, "head": 0, "position": 3}})
+    assert not opened.exception and charts(opened) == STEP_CHARTS
 
 
 def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
@@ -63,14 +64,21 @@ def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
     assert shapes[0] == f"({len(ids)} x {loaded.model.config.hidden_size})"
     assert f"({loaded.model.config.num_attention_heads} x {len(ids)} x {len(ids)})" in shapes
     live = live_data(app)
-    steps = len(flow)
-    assert live["start"] == {"layer": loaded.num_layers // 2, "head": 0} and live["position"] == len(ids) - 1
-    drawn = np.array([np.nan if n is None else n for n in live["step_norms"]]).reshape(loaded.num_layers, steps)
-    np.testing.assert_allclose(drawn[loaded.num_layers // 2], [np.nan if f.norm is None else f.norm for f in flow],
-                               rtol=1e-4, equal_nan=True)
-    np.testing.assert_allclose(live["residual"], trace.stack.residual_norms, rtol=1e-5)
-    top = np.array(live["weights"]).reshape(loaded.num_layers, loaded.model.config.num_attention_heads, live["top"])
-    np.testing.assert_allclose(top[:, :, 0], trace.stack.head_weights.max(-1), atol=1e-5)
+    steps, heads, last = len(flow), loaded.model.config.num_attention_heads, len(ids) - 1
+    assert live["start"] == {"layer": loaded.num_layers // 2, "head": 0, "position": last}
+    assert live["tokens"] == [0, len(ids)]  # a short prompt: the block moves through every token in the browser
+    assert not app.selectbox  # so the page has no token select of its own
+    drawn = np.array([np.nan if n is None else n for n in live["step_norms"]]).reshape(len(ids), loaded.num_layers,
+                                                                                         steps)
+    np.testing.assert_allclose(drawn[last, loaded.num_layers // 2], [np.nan if f.norm is None else f.norm for f in flow],
+                               atol=0.051, equal_nan=True)
+    np.testing.assert_allclose(np.reshape(live["residual"], (len(ids), -1))[last], trace.stack.residual_norms,
+                               atol=0.051)
+    top = np.array(live["weights"]).reshape(len(ids), loaded.num_layers, heads, live["top"]) * live["weight_unit"]
+    np.testing.assert_allclose(top[last, :, :, 0], trace.stack.head_weights.max(-1), atol=live["weight_unit"])
+    first = open_block(loaded, ids, 0, 3)  # another token's keys, as opening that token gives them
+    keys = np.array(live["keys"]).reshape(len(ids), loaded.num_layers, heads, live["top"])
+    assert keys[3, 0, 0, 0] == int(np.argmax(first.block.weights[0]))
     weights = plotly_figure(app, "forward_scores").data[-1].y
     np.testing.assert_allclose(weights, trace.block.weights[0][-len(weights):], rtol=1e-5)
 
@@ -115,15 +123,30 @@ def browser_sends(app, view: dict):
 
 def test_the_details_follow_the_view_the_browser_sends_and_a_token_choice(app, loaded, ids):
     """The live block sends (layer, head) when its controls rest; the page's steps then open that block."""
-    browser_sends(app, {"layer": 3, "head": 4})
-    app.selectbox(key="forward_token").set_value(5).run()
+    browser_sends(app, {"layer": 3, "head": 4, "position": 5})
     assert not app.exception and not app.error
     trace = open_block(loaded, ids, 3, 5)
-    assert any("open block **3** at head **4**" in c.value for c in app.caption)
-    assert live_data(app)["position"] == 5 and live_data(app)["start"] == {"layer": 3, "head": 4}
+    token = show_token(token_text(loaded, ids[5]))
+    assert any(f"open block **3** at head **4** for token '{token}'" in c.value.replace("\\", "") for c in app.caption)
+    assert live_data(app)["start"] == {"layer": 3, "head": 4, "position": 5}
     rope = plotly_figure(app, "forward_rope")
     before = next(t for t in rope.data if t.name == "before RoPE")
     assert before.x[1] == pytest.approx(trace.block.query[4, 0], rel=1e-5)
     scores = plotly_figure(app, "forward_scores").data
     masked = next(t for t in scores if t.name == "masked (-inf)")
     assert len(masked.x) == min(4, len(ids) - 6)  # later keys shown as masked
+
+
+def test_a_long_prompt_sends_a_window_of_tokens_and_keeps_a_token_select(loaded):
+    """Past LIVE_TOKENS tokens the block moves through a window around the chosen token in the browser, and the
+    page's own select picks any other (the payload stays bounded)."""
+    prompt = "Count slowly: " + ", ".join(str(n) for n in range(1, 40)) + "."
+    long_ids = render_prompt(Conversation(new_message=prompt)).ids
+    assert len(long_ids) > LIVE_TOKENS
+    app = run_page("forward-pass", prompt=prompt, temperature=0, max_tokens=2)
+    assert not app.exception and not app.error
+    live = live_data(app)
+    assert live["tokens"] == [len(long_ids) - LIVE_TOKENS, len(long_ids)]
+    app.selectbox(key="forward_token").set_value(3).run()
+    assert not app.exception and live_data(app)["tokens"] == [0, LIVE_TOKENS]
+    assert live_data(app)["start"]["position"] == 3
