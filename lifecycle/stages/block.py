@@ -270,8 +270,8 @@ def _hooks(inner, block, position: int, captured: dict) -> list:
 
         return hook
 
-    def lengths(tensor):  # every token's row length, (positions,)
-        return torch.linalg.vector_norm(tensor[0].detach().double(), dim=-1)
+    def lengths(tensor):  # every token's row length, (positions,); float32 is exact to ~1e-6 here, and 10x faster
+        return torch.linalg.vector_norm(tensor[0].detach(), dim=-1, dtype=torch.float32).double()
 
     def per_layer(kind, slot):
         def hook(_module, _inputs, output):
