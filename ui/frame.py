@@ -46,7 +46,7 @@ LAYOUT_CSS = Path(__file__).resolve().parent / "layout.css"  # every page, prese
 _KEYS_SCRIPT = f"<script>eval(atob('{base64.b64encode((PRESENTER / 'keys.js').read_bytes()).decode()}'))</script>"
 LESSON_SHORT_CHARS = 240
 MORE_LESSON = "More of this lesson"
-_LESSON_REST = "presenter_lesson_rest"  # lesson details gathered during a stage page, shown at its end  # presenter mode shows a second sentence only while the two stay this short
+_LESSON_REST = "presenter_lesson_rest"  # presenter mode: lesson details gathered during a stage page, shown at its end
 # A sentence ends at . ! or ? (after any closing bold, code or bracket) followed by a capital or a quote.
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?:\*\*|`|\)|\")*\s+(?=[A-Z*`\"'(])")
 
@@ -104,12 +104,14 @@ def presenting() -> bool:
     return bool(st.session_state.get(PRESENT, False))
 
 
-def split_lesson(markdown: str) -> tuple[str, str]:
-    """The lesson's first sentence (two while they stay short) and the rest, for presenter mode."""
+def split_lesson(markdown: str, present: bool = True) -> tuple[str, str]:
+    """The lesson's first two sentences and the rest; for presenter mode the first sentence only, unless
+    the two stay short."""
     ends = [match.end() for match in _SENTENCE_END.finditer(markdown)]
-    if not ends:
+    if len(ends) < (1 if present else 2):  # nothing after what stays on screen
         return markdown.strip(), ""
-    cut = ends[1] if len(ends) > 1 and ends[1] <= LESSON_SHORT_CHARS else ends[0]
+    two_fit = len(ends) > 1 and (not present or ends[1] <= LESSON_SHORT_CHARS)
+    cut = ends[1] if two_fit else ends[0]
     return markdown[:cut].strip(), markdown[cut:].strip()
 
 
@@ -133,16 +135,14 @@ def show_prompt(prompt: str) -> None:
 def lesson(markdown: str, inline: bool = False) -> None:
     """The page's lesson. Markdown written by us: put numbers in it, never user text.
 
-    Lead with the run's key fact: in presenter mode only the first sentence or two stay on screen;
-    the rest goes into the "More of this lesson" expander at the end of the stage page, so the
-    chart comes up. ``inline`` keeps that expander in place (a fragment, which reruns alone).
+    Lead with the run's key fact: only the first two sentences stay on screen (in presenter mode the
+    first, two while they stay short), so the picture comes up; the rest goes into a "More of this
+    lesson" expander right under them, or in presenter mode into one at the end of the stage page.
+    ``inline`` keeps it in place there too (a fragment, which reruns alone).
     """
-    if not presenting():
-        st.markdown(markdown)
-        return
-    short, rest = split_lesson(markdown)
+    short, rest = split_lesson(markdown, presenting())
     st.markdown(short)
-    deferred = st.session_state.get(_LESSON_REST)
+    deferred = st.session_state.get(_LESSON_REST) if presenting() else None
     if rest and (inline or deferred is None):
         with st.expander(MORE_LESSON):
             st.markdown(rest)

@@ -38,16 +38,17 @@ def ninety_percent_sentence(tokens: int, held: float, vocabulary: int) -> str:
 
 def next_token_lesson(prompt_tokens: int, best: str, best_probability: float, probabilities: Sequence[float],
                       entropy_bits: float) -> str:
-    """The Next token page's lesson: the scores at the last position, the likeliest token (``best``, already
-    quoted for Markdown), where half and 90% of the probability sit, and the entropy as a fair choice."""
+    """The Next token page's lesson: the likeliest token (``best``, already quoted for Markdown), the scores at
+    the last position, where half and 90% of the probability sit, and the entropy as a fair choice."""
     vocab = len(probabilities)
     half, _ = tokens_to_reach(probabilities, 0.5)
     ninety, held = tokens_to_reach(probabilities, 0.9)
     effective = 2 ** entropy_bits
     return (
+        f"The most likely next token is {best} at **{best_probability:.1%}**. "
         f"After reading all {prompt_tokens} prompt tokens, the model's last position ends in "
         f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
-        f"that add up to 1. The most likely next token is {best} at **{best_probability:.1%}**. "
+        f"that add up to 1. "
         f"{probability_mass_sentence(best_probability, half)}; {ninety_percent_sentence(ninety, held, vocab)}. "
         f"The entropy is "
         f"**{entropy_bits:.2f} bits**: the model is as unsure as a fair choice among about "

@@ -169,16 +169,27 @@ def _lead_problems(page: Page, stage: StagePage, size: str) -> list[str]:
     return found
 
 
-def test_presenter_mode_cuts_the_lesson_to_its_first_sentences(app_url, page):
-    open_page(page, app_url, "embeddings")
-    lesson = page.get_by_test_id("stMainBlockContainer").get_by_test_id("stMarkdown").filter(
-        has_text="Your message became")
-    full = lesson.first.inner_text()
-    open_page(page, app_url, "embeddings", present=1)
+def test_a_lesson_shows_its_first_sentences_and_folds_the_rest(app_url, page):
+    """A lesson's first two sentences stay on screen, so the picture comes up: the rest is in a "More of this
+    lesson" expander right under them, or in presenter mode (the first sentence, two while short) in one at the
+    end of the page, after the figures."""
+    open_page(page, app_url, "next-token")
     main = page.get_by_test_id("stMainBlockContainer")
-    short = lesson.first.inner_text()
-    assert full.startswith(short) and len(short) < len(full) / 2
-    expect(main.get_by_test_id("stExpander").filter(has_text="More of this lesson")).to_be_visible()
+    lesson = main.get_by_test_id("stMarkdown").filter(has_text="The most likely next token is").first
+    short = lesson.inner_text()
+    more = main.get_by_test_id("stExpander").filter(has_text="More of this lesson")
+    expect(more).to_have_count(1)
+    bars = main.get_by_test_id("stPlotlyChart").first
+    assert more.bounding_box()["y"] < bars.bounding_box()["y"]  # right under the sentences, above the chart
+    more.locator("summary").click()
+    expect(more.get_by_test_id("stMarkdown").first).to_contain_text("The entropy is")
+    assert "After reading all" in short and "The entropy is" not in short
+
+    open_page(page, app_url, "next-token", present=1)
+    expect(lesson).to_contain_text("The most likely next token is")
+    assert "The entropy is" not in lesson.inner_text()
+    expect(more).to_have_count(1)
+    assert more.bounding_box()["y"] > bars.bounding_box()["y"]  # presenter mode: at the end of the page
 
 
 def test_send_it_for_real_starts_at_this_servers_own_address(app_url, page):

@@ -37,6 +37,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
+from ui.frame import MORE_LESSON
 from ui.stages import stage
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -127,6 +128,28 @@ def duration_rounding(text: str) -> float:
 
 def _query_value(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def markdowns(app: AppTest) -> list[str]:
+    """Every st.markdown text on the page in page order, with a lesson's rest (the "More of this lesson" expander
+    right under its first sentences) joined onto it: each lesson as one text, as the page's lesson() got it."""
+    found: list[str] = []
+
+    def walk(node) -> None:
+        after_markdown = False
+        for child in node.children.values():
+            if getattr(child, "type", None) == "expander" and child.label == MORE_LESSON and after_markdown:
+                found[-1] += " " + " ".join(m.value for m in child.markdown)
+            elif getattr(child, "type", None) == "markdown":
+                found.append(child.value)
+                after_markdown = True
+                continue
+            elif hasattr(child, "children"):
+                walk(child)
+            after_markdown = False
+
+    walk(app._tree)
+    return found
 
 
 def texts(app: AppTest) -> list[str]:

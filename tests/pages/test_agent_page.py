@@ -6,7 +6,7 @@ import torch
 
 from lifecycle.stages.context_window import render_messages
 from lifecycle.features.injection import CASES, InjectionSetup, leaking_ids, targets
-from tests.pages.harness import plotly_figure
+from tests.pages.harness import markdowns, plotly_figure
 
 SETTINGS = dict(temperature=0.0, max_tokens=8, seed=1)
 
@@ -28,7 +28,7 @@ def test_the_agent_loop_shows_every_round_and_the_messages_growing(run_page, loa
     assert table["tool result"][0] == json.dumps(run_tool(LOCAL_TOOLS, call["name"], call["arguments"]))
     cached = list(table["cached tokens"])
     assert 0 < cached[1] <= table["prompt tokens"][1]
-    text = " ".join(m.value for m in app.markdown)
+    text = " ".join(m for m in markdowns(app))
     assert "made **2 calls** of the model and ended with a text answer" in text
     assert "ran **1 tool call** here (0 answered with an error)" in text
     assert (f"Round 2 re-sent **{table['prompt tokens'][1]:,} prompt tokens** for round 1's "
@@ -37,7 +37,7 @@ def test_the_agent_loop_shows_every_round_and_the_messages_growing(run_page, loa
 
     app.number_input(key="agent_rounds").set_value(1).run()
     assert not app.exception
-    assert "made **1 call** of the model and reached its round limit" in " ".join(m.value for m in app.markdown)
+    assert "made **1 call** of the model and reached its round limit" in " ".join(m for m in markdowns(app))
 
 
 def test_the_tendency_chart_and_sentences_match_an_independent_recomputation(run_page, loaded):
@@ -65,7 +65,7 @@ def test_the_tendency_chart_and_sentences_match_an_independent_recomputation(run
     assert len(answers) == len(CASES)
     recount = [sum(any(t in a.casefold() for t in targets(setup.phrase)) for a in column) for column in answers]
     assert counts == recount
-    text = " ".join(m.value for m in app.markdown)
+    text = " ".join(m for m in markdowns(app))
     assert f"**{recount[0]} of {len(answers[0])}**" in text and f"**{recount[1]} of {len(answers[0])}**" in text
     assert f"from **{recount[2]}** to **{recount[3]} of {len(answers[0])}**" in text
     blocked = sum(any(t in a.casefold() for t in targets(setup.phrase)) for column in answers for a in column)

@@ -9,7 +9,7 @@ from charts.live_attention import decoded_triangles
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import plotly_figure
+from tests.pages.harness import markdowns, plotly_figure
 
 PROMPT = "Why is the sea salty?"
 PRONOUN = "The programmer fixed the bug because it caused crashes."
@@ -36,7 +36,7 @@ def test_the_live_maps_hold_every_layers_and_heads_real_weights(run_page, forwar
     np.testing.assert_allclose(maps[3], forward.attentions[3], atol=1e-5)  # 16-bit codes: within 7.7e-6
     mosaic = np.array(plotly_figure(app, "attention_mosaic").data[0].z, dtype=float)
     assert mosaic.shape == (9 * 25 - 1, 30 * 25 - 1)  # 36 tokens block-averaged to 24 per tile
-    text = " ".join(m.value for m in app.markdown)
+    text = " ".join(m for m in markdowns(app))
     assert "9 attention heads" in text and "3 sets of keys and values" in text
 
 
@@ -47,7 +47,7 @@ def test_pronoun_example_points_at_it_and_the_button_sets_the_prompt(run_page, l
     it, bug = 6, 4
     weights = np.array([[a[h, it, bug] for h in range(a.shape[0])] for _, a in sorted(example.attentions.items())])
     layer, head = np.unravel_index(weights.argmax(), weights.shape)
-    text = " ".join(m.value for m in app.markdown)
+    text = " ".join(m for m in markdowns(app))
     assert f"layer {layer}, head {head}" in text and f"**{weights.max():.0%}**" in text
     bars = plotly_figure(app, "pronoun_bars").data[0]
     np.testing.assert_allclose(bars.x, example.attentions[layer][head, it, : it + 1], atol=1e-5)
@@ -77,7 +77,7 @@ def test_lesson_names_the_sink_and_the_strongest_look_back_of_this_prompt(run_pa
     from lifecycle.stages.forward_pass import token_text
 
     app = run_page("attention", prompt=PROMPT, temperature=0, max_tokens=2)
-    lesson = app.markdown[1].value.replace("\\", "")
+    lesson = markdowns(app)[1].replace("\\", "")
     ids = render_prompt(Conversation(new_message=PROMPT)).ids
     every = run_forward(loaded, ids)  # every layer, all 36 tokens
     weights = [every.attentions[layer] for layer in range(loaded.num_layers)]

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from lifecycle.stages.context_window import CONTEXT_WINDOWS, Conversation, context_budget, render_prompt, truncate_oldest_turns
-from tests.pages.harness import run_page, texts
+from tests.pages.harness import markdowns, run_page, texts
 
 PROMPT = "Why is the sky blue?"
 MAX_TOKENS = 8
@@ -30,8 +30,8 @@ def traces(chart: dict) -> dict[str, list]:
 def test_budget_of_this_run_matches_lifecycle(page, loaded):
     prompt = render_prompt(Conversation(PROMPT))
     budget = context_budget(prompt, loaded.context_window, MAX_TOKENS)
-    assert f"receives **{budget.prompt_tokens:,}**" in page.markdown[1].value
-    assert f"**{budget.free:,} tokens stay free**" in page.markdown[1].value
+    assert f"receives **{budget.prompt_tokens:,}**" in markdowns(page)[1]
+    assert f"**{budget.free:,} tokens stay free**" in markdowns(page)[1]
     bars = traces(charts(page)[0])
     assert bars["template overhead"][0] == next(s.tokens for s in prompt.segments if s.name == "template")
     assert bars["new message"][0] == next(s.tokens for s in prompt.segments if s.name == "new message")
@@ -86,7 +86,7 @@ def test_overflow_demo_shows_what_truncation_dropped(loaded):
     assert list(app.table[-1].value["content"]) == ["More!", "The end."]
     bars = traces(charts(app)[-1])
     assert bars["free"] == [0, cut.budget.free]
-    assert f"removes **2 of 4 history messages**" in " ".join(m.value for m in app.markdown)
+    assert f"removes **2 of 4 history messages**" in " ".join(m for m in markdowns(app))
 
 
 def test_window_too_small_even_after_truncation_is_a_message(loaded):

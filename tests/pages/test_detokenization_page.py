@@ -7,6 +7,7 @@ import pytest
 from lifecycle.stages.detokenization import detokenize
 from lifecycle.stages.tokenization import encode_plain
 from lifecycle.stages.vocabulary import show_token
+from tests.pages.harness import markdowns
 
 PROMPT = "Say hi."
 MAX_TOKENS = 3
@@ -39,7 +40,7 @@ def test_answer_tokens_bytes_and_text_add_up_to_the_response(page, loaded):
     for ids_hex, token_id in zip(table["Bytes (hex)"], table["Id"]):
         assert bytes.fromhex(ids_hex) == loaded.tokenizer.decode([int(token_id)]).encode()
     assert any(code.value == content for code in page.code)  # the raw text
-    assert any(m.value == content for m in page.markdown)  # the rendered Markdown
+    assert any(m == content for m in markdowns(page))  # the rendered Markdown
 
 
 def test_split_character_example_shows_held_back_bytes(page, loaded):
@@ -71,7 +72,7 @@ def test_lesson_counts_ids_bytes_characters_and_usage_of_this_answer(page, loade
     generation = generate(loaded, prompt_ids, SamplingSettings(temperature=0.0), MAX_TOKENS)
     vocabulary = token_bytes(loaded)
     content_bytes = sum(len(vocabulary.of(i)) for i in generation.token_ids if i not in vocabulary.special)
-    lesson = next(m.value for m in page.markdown if "The model never produces text" in m.value)
+    lesson = next(m for m in markdowns(page) if "The model never produces text" in m)
     assert f"it produced **{len(generation.token_ids)} token ids**" in lesson
     assert f"(**{content_bytes} bytes** of content in all)" in lesson
     assert f"**{len(generation.text):,} characters**" in lesson and f"**{generation.finish_reason}**" in lesson

@@ -8,7 +8,7 @@ import pytest
 
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import cosine_similarity_matrix, embed_words, run_forward
-from tests.pages.harness import plotly_figure
+from tests.pages.harness import markdowns, plotly_figure
 
 PROMPT = "Why is the sea salty?"
 WORDS = ["car", "automobile", "vehicle", "truck", "banana", "apple"]
@@ -26,10 +26,10 @@ def test_strip_shows_the_prompts_real_vectors_and_the_lesson_counts_them(run_pag
     strip = plotly_figure(app, "embedding_strip").data[0]
     np.testing.assert_allclose(np.array(strip.z, dtype=float), embeddings[:, :64], atol=1e-6)
     assert strip.zmid == 0
-    lesson = app.markdown[1].value  # the one sentence above the strip
+    lesson = markdowns(app)[1]  # the one sentence above the strip
     assert f"**{len(embeddings)} tokens**" in lesson and f"**{loaded.model.config.hidden_size} numbers**" in lesson
     assert f"{len(embeddings)} vectors" in lesson
-    rest = app.markdown[2].value  # the rest of the lesson, in the expander under the strip
+    rest = markdowns(app)[2]  # the rest of the lesson, in the expander under the strip
     assert "tie_word_embeddings=True" in rest and "no position vectors" in rest
     assert any("rows are identical" in c.value for c in app.caption)  # e.g. the repeated "\n" token
 

@@ -5,7 +5,7 @@ import time
 from lifecycle.journey import JourneyInput
 from lifecycle.results import shared_results
 from lifecycle.stages.sampling import SamplingSettings
-from tests.pages.harness import plotly_figure
+from tests.pages.harness import markdowns, plotly_figure
 
 PROMPT = "Count slowly from one to forty, one number per line."
 
@@ -29,7 +29,7 @@ def test_live_calls_shows_the_running_batch_with_the_sessions_own_generation(run
     running = next(df.value for df in app.dataframe if "phase" in df.value.columns)
     assert "page (yours)" in list(running["from"])
     assert max(plotly_figure(app, "engine_timeline").data[0].y) >= 1
-    assert any("steps** carrying" in m.value for m in app.markdown)
+    assert any("steps** carrying" in m for m in markdowns(app))
     pending.result(300)
 
 

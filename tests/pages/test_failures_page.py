@@ -11,7 +11,7 @@ import pytest
 from lifecycle.faults.plan import Fault
 from lifecycle.api.demo import DemoGateway
 from lifecycle.api.serving import model_status
-from tests.pages.harness import plotly_figure, texts
+from tests.pages.harness import markdowns, plotly_figure, texts
 
 PROMPT = "Name a colour."
 READY_TRIES = 240
@@ -39,7 +39,7 @@ def _call(app, fault: Fault, failures: int = 2, retries: int = 2, **fields):
 
 
 def _summary(app) -> str:
-    return next(m.value for m in app.markdown if m.value.startswith("The SDK made"))
+    return next(m for m in markdowns(app) if m.startswith("The SDK made"))
 
 
 def _attempts(app):
@@ -76,12 +76,12 @@ def test_a_wrong_key_is_not_retried_and_a_cut_stream_shows_its_partial_text(run_
     assert "Error code: 401 - Incorrect API key provided." in texts(app)  # the remote's message as plain text
     app = _call(app, Fault.STREAM_CUT, failures=1, retries=2, cut=2)
     assert not app.exception
-    held = next(m.value for m in app.markdown if "streamed token(s)" in m.value)
+    held = next(m for m in markdowns(app) if "streamed token(s)" in m)
     assert held.startswith("**2** streamed token(s)") and "finish_reason **None**" in held and "usage **none**" in held
     assert any(t and t != "∅" for t in texts(app))
     app = app.button(key="failures_resend").click().run()  # recovery: the whole request again
     assert not app.exception
-    paid = next(m.value for m in app.markdown if m.value.startswith("The second call paid for"))
+    paid = next(m for m in markdowns(app) if m.startswith("The second call paid for"))
     prompt, cached = (int(n.replace(",", "")) for n in re.findall(r"\*\*([\d,]+)", paid)[:2])
     assert prompt > 0 and 0 < cached <= prompt  # the first call's prompt is still in the prefix cache
 
@@ -94,7 +94,7 @@ def test_a_pattern_runs_live_and_shows_the_code_it_ran(run_page):
     steps = next(frame.value for frame in app.dataframe if "what happened" in frame.value.columns
                  and "x-request-id" in frame.value.columns)
     assert list(steps["route"]) == ["key A", "key B"] and list(steps["status"]) == [429, 200]
-    summary = next(m.value for m in app.markdown if m.value.startswith("**2 call(s)**"))
+    summary = next(m for m in markdowns(app) if m.startswith("**2 call(s)**"))
     assert "answered by **key B**" in summary
     assert any("def rotate_keys_on_429" in code.value for code in app.code)
 
@@ -118,5 +118,5 @@ def test_every_pattern_runs_clean(run_page, pattern, answered_by):
     app.selectbox(key="failures_pattern").set_value(pattern)
     app = app.button(key="failures_pattern_send").click().run()
     assert not app.exception and not app.error
-    summary = next(m.value for m in app.markdown if re.match(r"\*\*\d+ call\(s\)\*\*", m.value))
+    summary = next(m for m in markdowns(app) if re.match(r"\*\*\d+ call\(s\)\*\*", m))
     assert (f"answered by **{answered_by}**" in summary) if answered_by else summary.endswith("no answer.")

@@ -12,7 +12,7 @@ from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward, token_text
 from lifecycle.stages.vocabulary import show_token
 
-from tests.pages.harness import browser_idle, component_sends, plotly_figure, run_page
+from tests.pages.harness import browser_idle, component_sends, markdowns, plotly_figure, run_page
 
 PROMPT = "Why is the sea salty?"
 SETTINGS = dict(prompt=PROMPT, temperature=0, max_tokens=2)
@@ -91,7 +91,7 @@ def live_data(app) -> dict:
 
 def test_sentences_state_the_numbers_of_this_forward_pass(app, loaded, ids):
     """Every fact the default view writes (middle block, last token, head 0), against lifecycle's own run."""
-    text = [m.value.replace("\\", "") for m in app.markdown]
+    text = [m.replace("\\", "") for m in markdowns(app)]
     lesson, softmax, stack = (next(t for t in text if marker in t)
                               for marker in ("pass through", "Softmax turns", "The logit lens reads"))
     last, middle = len(ids) - 1, loaded.num_layers // 2

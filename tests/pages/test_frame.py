@@ -2,7 +2,8 @@
 
 import pytest
 
-from tests.pages.harness import open_page, texts
+from tests.pages.harness import markdowns, open_page, texts
+from ui.frame import MORE_LESSON, split_lesson
 from ui.settings import DEFAULT_PROMPT, NUMBERS, parse_history
 from ui.stages import PHASES, STAGES
 from lifecycle.errors import LifecycleError
@@ -102,7 +103,7 @@ def test_html_in_the_prompt_is_shown_as_literal_text(run_page):
     app = run_page("tokenization", prompt=hostile)
     assert not app.exception
     assert hostile in texts(app)
-    assert not any("onerror" in m.value for m in app.markdown)
+    assert not any("onerror" in m for m in markdowns(app))
 
 
 def test_history_parsing_keeps_roles_and_multiline_turns():
@@ -111,3 +112,27 @@ def test_history_parsing_keeps_roles_and_multiline_turns():
     with pytest.raises(LifecycleError) as error:
         parse_history("\nsystem: nope")
     assert error.value.param == "history"
+
+
+def test_a_lesson_keeps_two_sentences_on_screen_and_folds_the_rest_under_them(run_page):
+    app = run_page("next-token", prompt="Why is the sky blue?", temperature=0, max_tokens=2)
+    main = list(app.main.children.values())
+    at = next(i for i, e in enumerate(main) if e.type == "markdown" and "most likely next token" in e.value)
+    short, more = main[at].value, main[at + 1]
+    assert more.type == "expander" and more.label == MORE_LESSON
+    rest = " ".join(m.value for m in more.markdown)
+    assert short.startswith("The most likely next token is") and "After reading all" in short
+    assert "The entropy is" in rest and "The entropy is" not in short
+    assert markdowns(app)[1] == f"{short} {rest}"  # nothing lost: the lesson as the page built it
+
+
+@pytest.mark.parametrize(("lesson", "normal", "presenter"), [
+    ("A **3.0** here. Two. Three.", ("A **3.0** here. Two.", "Three."), ("A **3.0** here. Two.", "Three.")),
+    ("One. Two.", ("One. Two.", ""), ("One.", "Two.")),
+    ("Only one.", ("Only one.", ""), ("Only one.", "")),
+    ("A. " + "Long " * 60 + "second. Third.", ("A. " + "Long " * 60 + "second.", "Third."),
+     ("A.", "Long " * 60 + "second. Third.")),
+])
+def test_a_lesson_splits_after_two_sentences_and_in_presenter_mode_after_a_short_first(lesson, normal, presenter):
+    assert split_lesson(lesson, present=False) == normal
+    assert split_lesson(lesson, present=True) == presenter

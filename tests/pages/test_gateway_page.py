@@ -12,6 +12,7 @@ from lifecycle.api import routes
 from lifecycle.stages.context_window import render_messages
 from lifecycle.api.calllog import CallLog
 from lifecycle.api.ratelimit import RateLimiter
+from tests.pages.harness import markdowns
 
 PROMPT = "Name a colour."
 STEP = re.compile(r"\*\*(Auth|Rate limit|Routing|Queue|Logging)\*\*: (\w+)")
@@ -45,7 +46,7 @@ def _send(app, choice: str = "demo", model: str | None = None):
 
 
 def _steps(app) -> list[tuple[str, str]]:
-    return [STEP.search(m.value).groups() for m in app.markdown if STEP.search(m.value)]
+    return [STEP.search(m).groups() for m in markdowns(app) if STEP.search(m)]
 
 
 def _answer(app) -> str:
@@ -129,12 +130,12 @@ def test_a_call_costing_more_than_the_minutes_tokens_is_400_not_429(run_page, ga
     answer = next(code.value for code in app.code if code.value.startswith("HTTP/1.1 400"))
     assert "retry-after" not in answer
     assert json.loads(answer.split("\n\n", 1)[1])["error"]["code"] == "request_too_large"
-    assert any("**12** with 400" in m.value for m in app.markdown)
+    assert any("**12** with 400" in m for m in markdowns(app))
 
 
 def test_lesson_reserves_this_prompts_tokens_plus_max_tokens(run_page, gateway_env, loaded):
     app = run_page("gateway", prompt=PROMPT, max_tokens=4)
-    lesson = next(m.value for m in app.markdown if "Before the model sees a single token" in m.value)
+    lesson = next(m for m in markdowns(app) if "Before the model sees a single token" in m)
     prompt_tokens = _prompt_tokens()
     assert (f"**1 request** and **{prompt_tokens + 4:,} tokens** for this call (its {prompt_tokens:,} prompt tokens "
             "plus max_tokens 4, reserved up front") in lesson

@@ -6,6 +6,7 @@ from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.generation import generate
 from lifecycle.stages.sampling import SamplingSettings
 from lifecycle.stages.vocabulary import show_token
+from tests.pages.harness import markdowns
 
 PROMPT = "Write a long poem about the sea."
 GREEDY = SamplingSettings(temperature=0.0, seed=42)  # the sidebar's other defaults: every filter off
@@ -105,7 +106,7 @@ def test_lesson_counts_this_runs_steps_and_says_why_it_stopped(run_page, prompt_
     import re
 
     app = run_page("generation", **SETTINGS)
-    lesson = next(m.value for m in app.markdown if "one token per step" in m.value)
+    lesson = next(m for m in markdowns(app) if "one token per step" in m)
     assert f"one token per step: {len(original.steps)} tokens**" in lesson
     assert f"one pass over the **{len(prompt_ids)} prompt tokens**" in lesson
     assert f"It stopped because it reached max_tokens = 6 (finish_reason **{original.finish_reason}**)" in lesson

@@ -8,6 +8,7 @@ from lifecycle.stages.forward_pass import run_forward, token_text
 from lifecycle.features.guess import points_for
 from lifecycle.stages.sampling import next_token_distribution
 from lifecycle.stages.vocabulary import show_token
+from tests.pages.harness import markdowns
 
 PROMPT = "Why is the sea salty?"
 SETTINGS = dict(prompt=PROMPT, temperature=0, max_tokens=2)
@@ -42,7 +43,7 @@ def test_typed_guess_rank_equals_the_rank_in_the_cached_distribution(run_page, e
     assert shown["Rank"] == f"{best:,}"
     token = int(order[best - 1])
     assert shown["Probability"] == f"{expected.probs[token]:.2%}"
-    sentence = next(m.value for m in app.markdown if "Your guess" in m.value).replace("\\", "")
+    sentence = next(m for m in markdowns(app) if "Your guess" in m).replace("\\", "")
     favourite = expected.top(1)[0]
     verdict = "exactly the model's top choice" if best == 1 else f"rank {best:,} of {expected.probs.size:,}"
     assert (f"was read as the token '{show_token(token_text(loaded, token))}': **{verdict}**, with probability "

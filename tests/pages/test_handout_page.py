@@ -9,6 +9,7 @@ from lifecycle.stages.generation import generate
 from lifecycle.stages.sampling import SamplingSettings, next_token_distribution
 from lifecycle.stages.tokenization import tokenize
 from lifecycle.stages.vocabulary import show_token
+from tests.pages.harness import markdowns
 
 PROMPT = "Why is the sea salty?"
 MAX_TOKENS = 4
@@ -30,7 +31,7 @@ def facts(app) -> dict[str, str]:
 def test_lesson_counts_the_stages_and_charts_in_the_preview(app):
     assert not app.exception and not app.error
     table = app.table[0].value
-    lesson = next(m.value for m in app.markdown if "One file with this prompt's whole journey" in m.value)
+    lesson = next(m for m in markdowns(app) if "One file with this prompt's whole journey" in m)
     assert f"**{len(table)} stages**" in lesson and f"**{int(table['charts'].sum())} interactive charts**" in lesson
 
 

@@ -9,6 +9,7 @@ from lifecycle.features.call_timeline import HANDOVER, SETUP, WAIT
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.tokenization import tokenize
 from ui.stages import STAGES
+from tests.pages.harness import markdowns
 
 PROMPT = "Say hi."
 MAX_TOKENS = 3  # the greedy answer is longer, so the run ends with finish_reason "length"
@@ -64,7 +65,7 @@ def test_waterfall_is_the_calls_own_clock_and_matches_the_lines(home):
     decode = [widths[f"decode {i}"] for i in range(1, MAX_TOKENS + 1)]
     assert sum(decode) / MAX_TOKENS == pytest.approx(mean, abs=0.05, rel=0.01)
     # The bars end at the stream's last event, the total the lesson states.
-    total = _ms(re.search(r"call took \*\*([\d,.]+) (ms|s)\*\*", " ".join(m.value for m in home.markdown)))
+    total = _ms(re.search(r"call took \*\*([\d,.]+) (ms|s)\*\*", " ".join(m for m in markdowns(home))))
     assert sum(bar["x"]) == pytest.approx(total, abs=0.06)
     assert "inspection" not in " ".join(stages)
     assert [t["name"] for t in spec["data"][1:]] == [

@@ -9,7 +9,7 @@ from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.generation import generate
 from lifecycle.stages.kv_cache import KVCacheShape
 from lifecycle.stages.sampling import SamplingSettings
-from tests.pages.harness import plotly_figure
+from tests.pages.harness import markdowns, plotly_figure
 
 PROMPT = "Why is the sea salty?"
 MAX_TOKENS = 3
@@ -34,7 +34,7 @@ def test_sizes_latency_and_turns(app, loaded, ids):
     expected = f"{shape.bytes_for(len(ids)) / 2**20:,.2f} MiB"
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
     assert metrics["This prompt's cache"] == metrics["Measured tensors"] == expected
-    assert any(f"{len(ids)} positions" in m.value for m in app.markdown if "During prefill" in m.value)
+    assert any(f"{len(ids)} positions" in m for m in markdowns(app) if "During prefill" in m)
     latency = plotly_figure(app, "kv_latency")
     assert len(ids) in list(latency.data[0].x) and max(latency.data[0].x) >= 512
     turns = app.dataframe[0].value
@@ -50,12 +50,12 @@ def _size(count: int) -> str:
 
 def test_lesson_numbers_follow_from_the_models_config_and_this_run(app, loaded, ids):
     """The cache sizes in the lesson, recomputed here from the config alone, and the run's own length."""
-    detail = next(m.value for m in app.markdown if "During prefill" in m.value)
+    detail = next(m for m in markdowns(app) if "During prefill" in m)
     config = loaded.model.config
     head_dim = config.hidden_size // config.num_attention_heads
     per_token = config.num_hidden_layers * config.num_key_value_heads * head_dim * 2 * torch.finfo(loaded.model.dtype).bits // 8
     ratio = config.num_attention_heads // config.num_key_value_heads
-    lesson = next(m.value for m in app.markdown if "keeps a key and a value vector" in m.value)
+    lesson = next(m for m in markdowns(app) if "keeps a key and a value vector" in m)
     assert f"each of the prompt's **{len(ids)} tokens**: **{_size(per_token * len(ids))}**" in lesson
     assert f"and **{_size(per_token)}** more per generated token" in lesson
     assert f"among {ratio} query heads (grouped-query attention) makes it {ratio}x smaller" in lesson
@@ -81,7 +81,7 @@ def _replay(app) -> dict:
 
 def test_prefix_cache_sentence_reads_the_turns_table(app):
     """The sentence under "Prefix caching" names the last turn's numbers drawn in the table beside it."""
-    text = next(m.value for m in app.markdown if "The API is stateless" in m.value)
+    text = next(m for m in markdowns(app) if "The API is stateless" in m)
     last = {column: int(values.iloc[-1]) for column, values in app.dataframe[0].value.items()
             if column in ("turn", "sent", "repeated", "cached_tokens")}
     found = re.search(r"turn (\d+) of this conversation sends all \*\*(\d+) tokens\*\* of its history again, of which "

@@ -15,7 +15,7 @@ from lifecycle.api.endpoints import ApiServer
 from lifecycle.api.serving import live_calls
 from lifecycle.stages.streaming import delta_content, event_data, frame_kind
 from lifecycle.stages.vocabulary import show_token, token_bytes
-from tests.pages.harness import page_api, sdk_client, texts, wait_for_api
+from tests.pages.harness import markdowns, page_api, sdk_client, texts, wait_for_api
 from ui.text import ms
 
 KEY = "sk-page-tests-" + "9f8e7d6c5b4a" * 2
@@ -87,7 +87,7 @@ def _chart(app, key: str) -> dict:
 
 
 def _page_text(app) -> str:
-    parts = [*texts(app), *(c.value for c in app.code), *(m.value for m in app.markdown),
+    parts = [*texts(app), *(c.value for c in app.code), *(m for m in markdowns(app)),
              *(c.value for c in app.caption), *(w.value for w in app.warning)]
     parts += [frame.value.to_csv() for frame in app.dataframe]
     return "\n".join(parts)
@@ -111,7 +111,7 @@ def test_recent_calls_table_has_each_call_with_the_numbers_the_client_got(run_pa
     assert (refused["status"], refused["outcome"]) == (400, "invalid_request")
     assert calls["stranger"] not in table.index and server.gateway.log.get(calls["stranger"]) is None
     assert int(_metrics(app)["Refused, no key"]) >= 1
-    lesson = next(m.value for m in app.markdown if "The call log shows" in m.value)
+    lesson = next(m for m in markdowns(app) if "The call log shows" in m)
     answered = int((_table(app, "TTFT (ms)")["outcome"] == "ok").sum())
     assert (f"The call log shows **{len(table)}** of your key's recent calls: **{answered}** answered, "
             f"**{len(table) - answered}** refused, cancelled or failed.") in lesson

@@ -8,7 +8,7 @@ from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward, token_text
 from lifecycle.stages.sampling import next_token_distribution
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import plotly_figure
+from tests.pages.harness import markdowns, plotly_figure
 
 PROMPT = "Why is the sea salty?"
 
@@ -32,7 +32,7 @@ def test_candidates_entropy_and_greedy_match_the_model(run_page, expected):
     vocab = expected.probs.size
     assert f"log2({vocab:,}) = {np.log2(vocab):.1f} bits" in entropy_help  # the model's vocabulary, not a literal
     assert metrics["Greedy decoding picks"] == show_token(top[0].text)
-    assert f"**{top[0].probability:.1%}**" in app.markdown[1].value
+    assert f"**{top[0].probability:.1%}**" in markdowns(app)[1]
 
 
 def test_the_page_never_waits_for_the_generation_and_shows_its_first_token_once_it_ran(run_page):
@@ -82,7 +82,7 @@ def test_the_answer_is_highlighted_with_the_first_box_matching_the_distribution(
 
 def test_lesson_counts_where_the_probability_mass_sits(run_page, expected):
     app = run_page("next-token", prompt=PROMPT, temperature=0, max_tokens=2)
-    lesson = next(m.value for m in app.markdown if "softmax turns them into probabilities" in m.value)
+    lesson = next(m for m in markdowns(app) if "softmax turns them into probabilities" in m)
     ordered = sorted(expected.probs.tolist(), reverse=True)
     half = next(n for n in range(1, len(ordered) + 1) if sum(ordered[:n]) >= 0.5)
     ninety = next(n for n in range(half, len(ordered) + 1) if sum(ordered[:n]) >= 0.9)

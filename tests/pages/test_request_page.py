@@ -14,7 +14,7 @@ from lifecycle.stages.sampling import SamplingSettings
 from lifecycle.stages.request import chat_request
 from lifecycle.api.responses_request import as_responses_request
 from lifecycle.api.snippets import python_call
-from tests.pages.harness import texts
+from tests.pages.harness import markdowns, texts
 
 RESENT_CHART = "resent_chart_open"  # views/request.py's expander key
 
@@ -63,7 +63,7 @@ def test_request_json_is_built_from_the_settings_and_the_response_matches_the_ru
     assert metrics["completion_tokens"] == "4" and metrics["finish_reason"] == "length"
     response = json.loads(next(code for code in codes if '"object": "chat.completion"' in code))
     assert response["id"].startswith("chatcmpl-") and response["usage"]["prompt_tokens"] == prompt_tokens
-    lesson = app.markdown[1].value
+    lesson = markdowns(app)[1]
     assert f"{len(json.dumps(expected, ensure_ascii=False, separators=(',', ':')).encode()):,} bytes" in lesson
 
     # The same call as a Responses request, side by side, with what differs on the wire.

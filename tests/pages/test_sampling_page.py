@@ -9,7 +9,7 @@ import pytest
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward
 from lifecycle.stages.sampling import SamplingSettings, apply_sampling, choose_token
-from tests.pages.harness import component_sends, plotly_figure
+from tests.pages.harness import component_sends, markdowns, plotly_figure
 
 PROMPT = "The capital of France is"
 SETTINGS = dict(prompt=PROMPT, temperature=0.7, top_p=0.9, max_tokens=2, seed=3)
@@ -148,12 +148,12 @@ def test_api_stages_report_what_the_grammar_mask_and_logit_bias_did(run_page, lo
     assert rows.loc["grammar mask (response_format)", "Tokens in play"] == int(mask.sum())
     assert rows.loc["logit bias", "What it did"] == "moved 1 logit (by up to 100.00)"
     assert rows["Tokens in play"].iloc[-1] == expected.kept
-    assert f"only **{int(mask.sum()):,}** can start a JSON object" in " ".join(m.value for m in app.markdown)
+    assert f"only **{int(mask.sum()):,}** can start a JSON object" in " ".join(m for m in markdowns(app))
 
 
 def test_lesson_states_this_prompts_distribution_before_and_after(run_page, logits, prompt_ids):
     app = run_page("sampling", **SETTINGS)
-    lesson = next(m.value for m in app.markdown if "most likely next token" in m.value)
+    lesson = next(m for m in markdowns(app) if "most likely next token" in m)
     shifted = logits.astype(np.float64) - logits.max()
     model = np.exp(shifted) / np.exp(shifted).sum()  # softmax at temperature 1, computed here
     entropy = -(model[model > 0] * np.log2(model[model > 0])).sum()

@@ -7,6 +7,7 @@ import pytest
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.streaming import delta_content, event_data, frame_kind
 from lifecycle.stages.vocabulary import show_token
+from tests.pages.harness import markdowns
 
 PROMPT = "Say hi."
 MAX_TOKENS = 3
@@ -87,7 +88,7 @@ def test_lesson_counts_the_frames_drawn_in_the_table(page):
     import re
 
     frames = _frames(page)
-    lesson = next(m.value for m in page.markdown if "server-sent events" in m.value)
+    lesson = next(m for m in markdowns(page) if "server-sent events" in m)
     assert f"**{len(frames)} server-sent events**" in lesson
     assert f"**{MAX_TOKENS} content deltas**" in lesson and ", a usage chunk" in lesson
     assert f"the prefill of {len(render_prompt(Conversation(new_message=PROMPT)).ids)} prompt tokens" in lesson
@@ -104,7 +105,7 @@ def test_the_guardrail_ends_the_stream_before_a_blocked_phrase(loaded):
     question = "Write one sentence about the sea."
     app = run_page("streaming", prompt=question, temperature=0, max_tokens=24)
     assert not app.exception and not app.error
-    assert "no blocked phrase appeared" in " ".join(m.value for m in app.markdown)
+    assert "no blocked phrase appeared" in " ".join(m for m in markdowns(app))
     ids = render_messages([{"role": "user", "content": question}]).ids
     generation = generate(loaded, ids, SamplingSettings(temperature=0), 24)
     free = generation.text
@@ -114,7 +115,7 @@ def test_the_guardrail_ends_the_stream_before_a_blocked_phrase(loaded):
     app.text_area(key="guardrail_block").set_value(f"{word.upper()}\n").run()
     assert not app.exception and not app.error
     kept = free[: free.lower().index(word.lower())]
-    text = " ".join(m.value for m in app.markdown)
+    text = " ".join(m for m in markdowns(app))
     assert f"ended after **{len(kept):,} of the {len(free):,} characters**" in text
     assert "finish_reason **content_filter**" in text
     assert kept.rstrip() in [t.value.rstrip() for t in app.text]

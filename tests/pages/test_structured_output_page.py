@@ -5,7 +5,7 @@ import json
 from lifecycle.features.structured import follow_call
 from lifecycle.features.tools import output_rules
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import plotly_figure
+from tests.pages.harness import markdowns, plotly_figure
 
 PROMPT = "What's the weather in Paris?"
 SETTINGS = dict(prompt=PROMPT, temperature=0.0, max_tokens=8, seed=1)
@@ -22,7 +22,7 @@ def test_a_required_tool_call_is_followed_to_its_validated_arguments(run_page, l
     figure = plotly_figure(app, "structured_mask")
     assert list(figure.data[0].y) == [s.allowed for s in run.steps]
     assert max(figure.data[0].y) < loaded.vocab_size
-    text = " ".join(m.value for m in app.markdown)
+    text = " ".join(m for m in markdowns(app))
     assert f"cost **{run.tool_tokens:,} prompt tokens**" in text and f"took **{len(run.steps)} tokens**" in text
     allowed = [s.allowed for s in run.steps]
     assert f"between **{min(allowed):,}** and **{max(allowed):,}** of the {loaded.vocab_size:,} tokens" in text
@@ -46,7 +46,7 @@ def test_json_schema_mode_and_a_bad_schema(run_page):
     app.segmented_control(key="structured_mode").set_value("JSON matching a schema").run()
     assert not app.exception and not app.error
     assert any("validates against its schema" in s.value for s in app.success)
-    assert "costs no prompt tokens here" in " ".join(m.value for m in app.markdown)
+    assert "costs no prompt tokens here" in " ".join(m for m in markdowns(app))
     app.text_area(key="structured_schema").set_value('{"type": "object", "if": {}}').run()
     assert not app.exception
     assert "if" in app.error[0].value and "schema" in app.error[0].value

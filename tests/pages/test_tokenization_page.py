@@ -11,7 +11,7 @@ from charts.tokenization import ENCODING_LABELS
 from lifecycle.stages.context_window import render_messages
 from lifecycle.stages.tokenization import ENCODINGS, tokenize
 from lifecycle.stages.vocabulary import TOKEN_NOTATION, show_token
-from tests.pages.harness import run_page
+from tests.pages.harness import markdowns, run_page
 
 PROMPT = "Hi there 👋🏽\n\tcafé <|im_end|> <b>x</b>"
 
@@ -38,7 +38,7 @@ def test_each_tokenizers_count_and_chars_per_token(page):
         assert f"{result.chars_per_token:.2f} characters per token" in captions
     chart = json.loads(page.get("plotly_chart")[0].proto.spec)
     assert chart["data"][0]["x"] == [expected[e].count for e in ENCODINGS]
-    assert f"**{expected['model'].count:,} tokens**" in page.markdown[1].value
+    assert f"**{expected['model'].count:,} tokens**" in markdowns(page)[1]
 
 
 def test_chips_escape_the_prompt_and_show_whitespace_and_partial_bytes(page):

@@ -21,7 +21,7 @@ import pytest
 from lifecycle.features.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
 from lifecycle.api.serving import LOADER_THREAD, model_status, start_model_loading
-from tests.pages.harness import plotly_figure, run_page
+from tests.pages.harness import markdowns, plotly_figure, run_page
 from tests.pages.recompute import LONG_PROMPT, kv_bytes_per_token, next_token_probs, template_ids
 
 LONG = LONG_PROMPT  # a long prompt too: 1,007 tokens with the template
@@ -46,7 +46,7 @@ def _ms(text: str, unit: str) -> float:
 
 
 def _all_text(app) -> str:
-    return " | ".join([m.value for m in app.markdown] + [c.value for c in app.caption])
+    return " | ".join([m for m in markdowns(app)] + [c.value for c in app.caption])
 
 
 def _wait_until_engine_idle(loaded, seconds: float = 120) -> None:
@@ -136,8 +136,8 @@ def test_prompt_tokens_agree_with_the_tokenizers_own_template(pages, loaded):
     prompt, opened = pages
     count = len(template_ids(loaded, prompt))
     assert f"Prefill: {count} tokens in" in _all_text(opened[""])
-    assert f"the prefill of {count} prompt tokens" in opened["streaming"].markdown[1].value
-    assert f"After reading all {count} prompt tokens" in opened["next-token"].markdown[1].value
+    assert f"the prefill of {count} prompt tokens" in markdowns(opened["streaming"])[1]
+    assert f"After reading all {count} prompt tokens" in markdowns(opened["next-token"])[1]
     assert f"for each of the prompt's **{count} tokens**" in _all_text(opened["kv-cache"])
 
 
@@ -145,7 +145,7 @@ def test_the_top_tokens_share_is_said_as_it_is(pages, loaded):
     prompt, opened = pages
     probs = next_token_probs(loaded, template_ids(loaded, prompt))
     top = float(probs.max())
-    lesson = opened["next-token"].markdown[1].value
+    lesson = markdowns(opened["next-token"])[1]
     stated = _figure(re.search(r"at \*\*([\d.]+)%\*\*", lesson).group(1)) / 100
     assert stated == pytest.approx(top, abs=0.0015)
     assert f"at {stated:.1%} of {probs.size:,} tokens" in _all_text(opened[""])  # the journey map's line
@@ -177,7 +177,7 @@ def test_ttft_is_explained_by_what_it_was_made_of(pages):
     assert _figure(metric.removesuffix(" ms")) == pytest.approx(ttft, abs=0.1)
     assert f"TTFT {metric}" in _all_text(home)
     prefill = _ms(*re.search(r"Prefill: \d+ tokens in ([\d,.]+) (ms|s)\b", _all_text(home)).groups())
-    lesson = streaming.markdown[1].value
+    lesson = markdowns(streaming)[1]
     share = prefill / ttft
     if "mostly the prefill" in lesson:
         assert share > 0.5
@@ -210,13 +210,13 @@ def test_the_waterfall_is_where_the_streams_time_went(pages):
     assert sum(bar.x) == pytest.approx(float(frames["At (ms)"].iloc[-1]), abs=0.1)
     events = len(frames)
     assert f"{events} SSE events" in _all_text(home)
-    assert f"**{events} server-sent events**" in streaming.markdown[1].value
+    assert f"**{events} server-sent events**" in markdowns(streaming)[1]
 
 
 def test_the_journey_map_says_what_the_prompt_waited_for(pages):
     _, opened = pages
-    sentence = next(m.value for m in opened[""].markdown
-                    if "the engine" in m.value and ("waited" in m.value or "at once" in m.value))
+    sentence = next(m for m in markdowns(opened[""])
+                    if "the engine" in m and ("waited" in m or "at once" in m))
     # The journey ran alone (the fixture waited for an idle engine): nothing was ahead of it.
     assert "other requests" not in sentence
     assert "at once" in sentence or "nothing else was in the engine" in sentence

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.pages.harness import plotly_figure, run_page
+from tests.pages.harness import markdowns, plotly_figure, run_page
 from tests.pages.recompute import BYTE_OF, next_token_probs, template_ids, transformers_greedy
 from tests.reference import reference_tokenizer
 
@@ -37,7 +37,7 @@ def agent(request):
 
 
 def _markdown(app, start: str) -> str:
-    return next(m.value for m in app.markdown if start in m.value).replace("\\", "")
+    return next(m for m in markdowns(app) if start in m).replace("\\", "")
 
 
 def _caption(app, start: str) -> str:
@@ -209,7 +209,7 @@ def test_one_logit_summed_two_ways_is_the_models_own(agent, loaded):
     forward = float(np.cumsum(products, dtype=np.float32)[-1])
     backward = float(np.cumsum(products[::-1], dtype=np.float32)[-1])
     exact = float(np.sum(products.astype(np.float64)))
-    text = next(m.value for m in app.markdown if "first token's logit" in m.value)
+    text = next(m for m in markdowns(app) if "first token's logit" in m)
     numbers = [float(n) for n in re.findall(r"-?\d+\.\d{7}", text)]
     for stated, recomputed in zip(numbers, [forward, backward, exact] if len(numbers) == 3 else [forward, exact]):
         assert stated == pytest.approx(recomputed, abs=2e-3)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import browser_idle, run_page
+from tests.pages.harness import browser_idle, markdowns, run_page
 from tests.pages.recompute import template_ids
 from tests.reference import reference_tokenizer
 
@@ -25,7 +25,7 @@ PRONOUN_SENTENCE = "The programmer fixed the bug because it caused crashes."
 
 
 def _text(app) -> str:
-    return " | ".join([m.value for m in app.markdown] + [c.value for c in app.caption]).replace("\\", "")
+    return " | ".join([m for m in markdowns(app)] + [c.value for c in app.caption]).replace("\\", "")
 
 
 

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from tests.pages.harness import _typed_array, run_page
+from tests.pages.harness import _typed_array, markdowns, run_page
 from tests.pages.recompute import BYTE_OF, template_ids, transformers_greedy
 from tests.reference import reference_tokenizer
 
@@ -135,7 +135,7 @@ def test_the_lesson_counts_the_answers_ids_bytes_and_characters(page, loaded):
     special_ids = _special_ids(loaded)
     special = [i in special_ids for i in new]
     text, dropped = _content(loaded, new)
-    lesson = next(m.value for m in app.markdown if m.value.startswith("The model never produces text"))
+    lesson = next(m for m in markdowns(app) if m.startswith("The model never produces text"))
     assert f"it produced **{len(new)} token ids**" in lesson
     content_bytes = sum(len(p) for p, s in zip(pieces, special) if not s) - len(dropped)
     assert f"(**{content_bytes} bytes** of content in all)" in lesson
@@ -182,7 +182,7 @@ def test_the_raw_content_and_the_response_object(page, loaded):
     assert response["usage"] == {"prompt_tokens": len(prompt_ids), "completion_tokens": len(new),
                                  "total_tokens": len(prompt_ids) + len(new)} | {
         k: v for k, v in response["usage"].items() if k not in ("prompt_tokens", "completion_tokens", "total_tokens")}
-    sentence = next(m.value for m in app.markdown if m.value.startswith("`finish_reason`"))
+    sentence = next(m for m in markdowns(app) if m.startswith("`finish_reason`"))
     assert sentence.startswith(f"`finish_reason`: **{finish}**; `usage.completion_tokens` = **{len(new)}** = the "
                                f"number of tokens generated ({len(new)}).")
 
@@ -200,7 +200,7 @@ def test_the_streaming_page_reports_the_same_usage(page, loaded):
     content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
     assert content == _content(loaded, new)[0]
     assert "gives exactly this content and finish_reason." in next(
-        m.value for m in app.markdown if m.value.startswith("`finish_reason`"))
+        m for m in markdowns(app) if m.startswith("`finish_reason`"))
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=["emoji", "cjk", "plain"])
@@ -219,7 +219,7 @@ def test_the_split_character_example_counts_its_splits(page, loaded, example):
     pieces = _raw_bytes(loaded, ids)
     assert b"".join(pieces) == text.encode("utf-8")
     split = sum(_ends_inside_a_character(pieces, [False] * len(ids)))
-    sentence = next(m.value for m in app.markdown if m.value.startswith("The model's tokenizer cuts this text"))
+    sentence = next(m for m in markdowns(app) if m.startswith("The model's tokenizer cuts this text"))
     if split:
         assert sentence.startswith(f"The model's tokenizer cuts this text into **{len(ids)} tokens**; **{split}** "
                                    "of them end inside a character.")

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from lifecycle.faults.plan import Fault
-from tests.pages.harness import run_page, texts, wait_for_api
+from tests.pages.harness import markdowns, run_page, texts, wait_for_api
 from tests.pages.recompute import (
     finish_reason, sdk_default_retries, sdk_retries, sdk_sleep, template_ids, transformers_greedy,
 )
@@ -65,7 +65,7 @@ def _attempt_table(app):
 
 
 def _text(app) -> str:
-    return " | ".join([m.value for m in app.markdown] + [c.value for c in app.caption]).replace("\\", "")
+    return " | ".join([m for m in markdowns(app)] + [c.value for c in app.caption]).replace("\\", "")
 
 
 def _sleeps(summary: str) -> list[float]:
@@ -103,7 +103,7 @@ def test_a_500_twice_is_retried_in_the_sdks_backoff_and_answered_greedily(prompt
     table, text = _attempt_table(app), _text(app)
     assert list(table["status"]) == [500, 500, 200]
     assert [int(n) for n in table["x-stainless-retry-count"]] == list(range(3))
-    summary = next(m.value for m in app.markdown if m.value.startswith("The SDK made"))
+    summary = next(m for m in markdowns(app) if m.startswith("The SDK made"))
     assert summary.startswith(f"The SDK made **{len(table)} attempt(s)**") and "(500, 500, 200)" in summary
     sleeps, arrived = _sleeps(summary), list(table["arrived (s)"])
     assert len(sleeps) == 2
@@ -135,7 +135,7 @@ def test_a_429_waits_exactly_its_retry_after(prompt):
     app = _send(prompt, Fault.RATE_LIMIT, 1, retry_after=1.0)
     table = _attempt_table(app)
     assert list(table["status"]) == [429, 200]
-    summary = next(m.value for m in app.markdown if m.value.startswith("The SDK made"))
+    summary = next(m for m in markdowns(app) if m.startswith("The SDK made"))
     (sleep,) = _sleeps(summary)
     assert sdk_sleep(0, 0.5, 1.0) - ROUNDED <= sleep <= sdk_sleep(0, 0.5, 1.0) + HANDLING
     assert f"sleep 1: {sleep:.2f} s for retry-after 1 s" in _text(app)
@@ -144,7 +144,7 @@ def test_a_429_waits_exactly_its_retry_after(prompt):
 def test_a_wrong_key_is_raised_at_once(prompt):
     app = _send(prompt, Fault.WRONG_KEY, 1)
     assert list(_attempt_table(app)["status"]) == [401] and not sdk_retries(401)
-    summary = next(m.value for m in app.markdown if m.value.startswith("The SDK made"))
+    summary = next(m for m in markdowns(app) if m.startswith("The SDK made"))
     assert summary.startswith("The SDK made **1 attempt(s)**") and "sleeping" not in summary
     assert "Then it gave up and raised **AuthenticationError**." in summary
 
@@ -153,13 +153,13 @@ def test_a_cut_stream_is_paid_for_again(prompt, answer, loaded):
     app = _send(prompt, Fault.STREAM_CUT, 1, cut=CUT_AFTER)
     ids, new = answer
     assert list(_attempt_table(app)["status"]) == [200]  # broken after its first byte: not retried
-    held = next(m.value for m in app.markdown if "streamed token(s)" in m.value)
+    held = next(m for m in markdowns(app) if "streamed token(s)" in m)
     assert held.startswith(f"**{CUT_AFTER}** streamed token(s) of text") and "usage **none**" in held
     assert reference_tokenizer(loaded).decode(new[:CUT_AFTER]) in texts(app)
     assert f"and pay for the prompt again (**{len(ids):,}** prompt tokens by the model's tokenizer" in _text(app)
     app = app.button(key="failures_resend").click().run()
     assert not app.exception and not app.error
-    again = next(m.value for m in app.markdown if m.value.startswith("The second call"))
+    again = next(m for m in markdowns(app) if m.startswith("The second call"))
     paid = re.search(r"paid for \*\*([\d,]+) prompt tokens\*\* again, \*\*([\d,]+)\*\* of them served", again)
     assert int(paid.group(1).replace(",", "")) == len(ids)
     assert 0 <= int(paid.group(2).replace(",", "")) <= len(ids)

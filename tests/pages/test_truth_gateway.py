@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tests.pages.harness import run_page
+from tests.pages.harness import markdowns, run_page
 from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
@@ -59,7 +59,7 @@ def _burst_table(app):
 
 
 def _burst_sentence(app) -> str:
-    return next(m.value for m in app.markdown if "calls admitted" in m.value)
+    return next(m for m in markdowns(app) if "calls admitted" in m)
 
 
 def _check_burst(app, rpm: int, tpm: int, count: int, seconds: float, cost: int) -> None:
@@ -78,13 +78,13 @@ def _check_burst(app, rpm: int, tpm: int, count: int, seconds: float, cost: int)
 
 def test_the_cost_of_a_call_is_its_templated_prompt_plus_max_tokens(gateway, loaded):
     app, cost = gateway
-    lesson = next(m.value for m in app.markdown if "Before the model sees a single token" in m.value)
+    lesson = next(m for m in markdowns(app) if "Before the model sees a single token" in m)
     said = re.search(r"\*\*1 request\*\* and \*\*([\d,]+) tokens\*\* for this call \(its ([\d,]+) prompt tokens plus "
                      r"max_tokens (\d+)", lesson)
     assert said, lesson
     assert int(said.group(1).replace(",", "")) == cost
     assert int(said.group(2).replace(",", "")) + int(said.group(3)) == cost and int(said.group(3)) == MAX_TOKENS
-    what_if = next(m.value for m in app.markdown if "fire a burst of calls like this one" in m.value)
+    what_if = next(m for m in markdowns(app) if "fire a burst of calls like this one" in m)
     assert f"**{cost:,} tokens**" in what_if
 
 

@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.pages.harness import run_page
+from tests.pages.harness import markdowns, run_page
 from tests.pages.recompute import template_ids, transformers_greedy
 from tests.reference import reference_tokenizer
 
@@ -41,7 +41,7 @@ def generation(request, loaded):
 
 
 def _lesson(app) -> str:
-    return next(m.value for m in app.markdown if "one token per step" in m.value)
+    return next(m for m in markdowns(app) if "one token per step" in m)
 
 
 def _table(app):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import plotly_figure, run_page
+from tests.pages.harness import markdowns, plotly_figure, run_page
 from tests.pages.recompute import next_token_probs, rank_range, template_ids
 from tests.reference import reference_tokenizer
 
@@ -58,7 +58,7 @@ def _metrics(app) -> dict[str, str]:
 
 
 def _sentence(app) -> str:
-    return next(m.value for m in app.markdown if m.value.startswith("Your guess")).replace("\\", "")
+    return next(m for m in markdowns(app) if m.startswith("Your guess")).replace("\\", "")
 
 
 def _play(app, index: int, play: str | int, loaded, probs: np.ndarray) -> tuple[int, bool]:
@@ -81,7 +81,7 @@ def game(request, loaded) -> dict:
     """The game played to its end: the lesson, and per round what the page showed and what was recomputed."""
     app = run_page("guess", prompt=request.param, temperature=0)
     assert not app.exception and not app.error
-    lesson = next(m.value for m in app.markdown if "A game for a class" in m.value)
+    lesson = next(m for m in markdowns(app) if "A game for a class" in m)
     rounds = []
     index = 0
     while not any(h.value == "Final score" for h in app.subheader):
@@ -172,4 +172,4 @@ def test_the_next_token_page_names_the_same_favourite(game):
     assert not next_token.exception and not next_token.error
     stated = re.search(r"The model's favourite was '(.*)' at ([\d.]+)%\.", game["rounds"][0]["sentence"])
     assert f"The most likely next token is '{stated.group(1)}' at **{stated.group(2)}%**" in \
-        next_token.markdown[1].value.replace("\\", "")
+        markdowns(next_token)[1].replace("\\", "")

@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import duration_ms, duration_rounding, run_page, run_page_with_downloads
+from tests.pages.harness import duration_ms, duration_rounding, markdowns, run_page, run_page_with_downloads
 from tests.pages.recompute import (
     LONG_PROMPT, finish_reason, kv_bytes_per_token, lens_tops, next_token_probs, openai_token_count, sdk_default_retries, sdk_retries,
     sdk_sleep, template_ids, transformers_greedy,
@@ -57,7 +57,7 @@ def handout(request) -> dict:
     assert not app.exception and not app.error
     data = next(content for key, content in files.items() if key.endswith("handout_download"))
     document = data.decode("utf-8")
-    lesson = next(m.value for m in app.markdown if "One file with this prompt's whole journey" in m.value)
+    lesson = next(m for m in markdowns(app) if "One file with this prompt's whole journey" in m)
     table = app.table[0].value
     return {"prompt": prompt, "app": app, "bytes": data, "document": document, "sections": _sections(document),
             "lesson": lesson, "table": table}
@@ -207,7 +207,7 @@ def test_the_other_pages_state_the_same_request_stream_and_prefill(handout):
     home = run_page("", prompt=prompt, temperature=0, max_tokens=MAX_TOKENS)
     for app in (request, streaming, home):
         assert not app.exception and not app.error
-    request_text = " ".join(m.value for m in request.markdown)
+    request_text = " ".join(m for m in markdowns(request))
     body = re.search(r"a JSON body of \*\*([\d,]+) bytes\*\*", request_text).group(1)
     assert sections["Request"]["facts"]["body size"] == f"{body} bytes"
     frames = next(frame.value for frame in streaming.dataframe if "Kind" in frame.value.columns)
@@ -217,7 +217,7 @@ def test_the_other_pages_state_the_same_request_stream_and_prefill(handout):
     assert duration_ms(stream["time to first token"]) == pytest.approx(float(content["At (ms)"].iloc[0]), abs=0.5)
     gaps = content["Since previous (ms)"].iloc[1:].astype(float)
     assert float(stream["tokens per second"]) == pytest.approx(1000 / gaps.mean(), abs=0.05 + 0.01 * len(gaps))
-    home_text = " ".join([m.value for m in home.markdown] + [c.value for c in home.caption])
+    home_text = " ".join([m for m in markdowns(home)] + [c.value for c in home.caption])
     prefill = re.search(r"Prefill: \d+ tokens in ([\d,.]+ m?s)\b", home_text).group(1)
     generation = sections["Generation"]["facts"]
     assert duration_ms(generation["prefill"]) == pytest.approx(duration_ms(prefill), abs=duration_rounding(prefill))

@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.pages.harness import duration_ms, duration_rounding, run_page
+from tests.pages.harness import duration_ms, duration_rounding, markdowns, run_page
 from tests.pages.recompute import finish_reason, next_token_probs, template_ids, transformers_greedy
 from tests.reference import reference_tokenizer
 
@@ -31,7 +31,7 @@ def home(request, loaded) -> dict:
     assert not app.exception and not app.error
     ids = template_ids(loaded, prompt)
     return {"prompt": prompt, "app": app, "ids": ids, "new": transformers_greedy(loaded, ids, MAX_TOKENS)[0],
-            "text": " | ".join([m.value for m in app.markdown] + [c.value for c in app.caption]).replace("\\", "")}
+            "text": " | ".join([m for m in markdowns(app)] + [c.value for c in app.caption]).replace("\\", "")}
 
 
 def _ms(number: str, unit: str) -> float:

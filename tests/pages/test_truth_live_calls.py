@@ -17,7 +17,7 @@ import re
 import pytest
 
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import duration_ms, duration_rounding, page_api, run_page, sdk_client, texts, wait_for_api
+from tests.pages.harness import duration_ms, duration_rounding, markdowns, page_api, run_page, sdk_client, texts, wait_for_api
 from tests.pages.recompute import LONG_PROMPT, finish_reason, template_ids, transformers_greedy
 from tests.reference import reference_tokenizer
 
@@ -67,7 +67,7 @@ def _metrics(app) -> dict[str, str]:
 
 
 def _text(app) -> str:
-    return " | ".join([m.value for m in app.markdown] + [c.value for c in app.caption]).replace("\\", "")
+    return " | ".join([m for m in markdowns(app)] + [c.value for c in app.caption]).replace("\\", "")
 
 
 def _content_times(app) -> list[float]:
@@ -156,4 +156,4 @@ def test_the_next_token_page_names_the_answers_first_token(call, truth, loaded):
     next_token = run_page("next-token", prompt=call["prompt"], temperature=0)
     assert not next_token.exception and not next_token.error
     first = show_token(reference_tokenizer(loaded).decode([new[0]]))
-    assert f"The most likely next token is '{first}'" in next_token.markdown[1].value.replace("\\", "")
+    assert f"The most likely next token is '{first}'" in markdowns(next_token)[1].replace("\\", "")

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from lifecycle.stages.request import EXTENSIONS
-from tests.pages.harness import run_page
+from tests.pages.harness import markdowns, run_page
 from tests.pages.recompute import template_ids, transformers_greedy
 from tests.reference import reference_tokenizer
 
@@ -33,7 +33,7 @@ def request_page(request, loaded):
 
 
 def _lesson(app) -> str:
-    return next(m.value for m in app.markdown if "Your settings became a JSON body" in m.value)
+    return next(m for m in markdowns(app) if "Your settings became a JSON body" in m)
 
 
 def _json_codes(app) -> list[dict]:
@@ -101,7 +101,7 @@ def test_the_body_size_is_what_the_official_sdk_sends(request_page):
 def test_both_endpoints_sizes_are_what_the_sdk_sends(request_page):
     app = request_page
     sizes = re.search(r"takes ([\d,]+) bytes as a chat completion and ([\d,]+) bytes as a Responses call",
-                      next(m.value for m in app.markdown if "as a Responses call" in m.value))
+                      next(m for m in markdowns(app) if "as a Responses call" in m))
     assert sizes
     responses = _responses_body(app)
     assert _number(sizes.group(1)) == len(_chat_wire(_chat_body(app)))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.pages.harness import _typed_array, run_page
+from tests.pages.harness import _typed_array, markdowns, run_page
 from tests.pages.recompute import template_ids
 from tests.reference import reference_tokenizer
 
@@ -208,7 +208,7 @@ def _percent(text: str) -> float:
 
 
 def _lesson(app) -> str:
-    return next(m.value for m in app.markdown if m.value.startswith("The model's most likely next token"))
+    return next(m for m in markdowns(app) if m.startswith("The model's most likely next token"))
 
 
 def _caption(app, start: str) -> str:
@@ -427,7 +427,7 @@ def test_the_next_token_page_states_the_same_distribution(page):
     lesson = _lesson(app)
     top = re.search(r"has a \*\*([\d.]+)%\*\* chance", lesson).group(1)
     entropy = re.search(r"entropy is \*\*([\d.]+) bits\*\*", lesson).group(1)
-    assert f"at **{top}%**" in next_token.markdown[1].value
+    assert f"at **{top}%**" in markdowns(next_token)[1]
     assert _metrics(next_token)["Entropy"] == f"{entropy} bits"
 
 
@@ -446,7 +446,7 @@ def test_the_api_stages_move_and_remove_what_they_say(page, loaded):
     _check_stage_table(app, expected, logits.size)
     rows = {row["Stage"]: row["What it did"] for _, row in _stage_table(app).iterrows()}
     assert rows["logit bias"] == "moved 1 logit (by up to 100.00)"
-    lesson = next(m.value for m in app.markdown if m.value.startswith("No response_format is set"))
+    lesson = next(m for m in markdowns(app) if m.startswith("No response_format is set"))
     kept = expected["kept"]
     stay = "token stays" if kept == 1 else "tokens stay"
     assert lesson.endswith(f"Then the sliders above take over, and **{kept:,}** {stay} in play.")
@@ -489,7 +489,7 @@ def test_the_json_object_mask_keeps_the_tokens_that_can_start_an_object(page, js
     assert not app.exception
     expected = _sample(logits, ids, **what_if, allowed=json_object_start)
     allowed = int(json_object_start.sum())
-    lesson = next(m.value for m in app.markdown if m.value.startswith("The grammar mask removed"))
+    lesson = next(m for m in markdowns(app) if m.startswith("The grammar mask removed"))
     assert lesson.startswith(f"The grammar mask removed **{logits.size - allowed:,} of {logits.size:,}** tokens: "
                              f"only **{allowed:,}** can start a JSON object.")
     _check_stage_table(app, expected, logits.size)

