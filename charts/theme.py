@@ -6,6 +6,11 @@ The palette is Okabe-Ito: its eight colours stay distinct for the common colour-
 
 from __future__ import annotations
 
+# Plotly checks for pandas by reading sys.modules without importing it. While another session's thread is
+# still importing pandas, that finds a half-built module and a chart fails ("partially initialized module
+# 'pandas' has no attribute 'Series'", seen on a fresh server with pages opening at once). An import waits
+# until the module is whole, so every chart module, through this one, meets pandas complete.
+import pandas  # noqa: F401
 import plotly.graph_objects as go
 
 OKABE_ITO = (
