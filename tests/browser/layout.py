@@ -160,14 +160,21 @@ _CUT_TEXT = """() => {
       return probe.getBoundingClientRect().width > h.clientWidth + 1;
     }).map(word => `heading ${JSON.stringify(h.textContent.trim())}: ${JSON.stringify(word)} is wider than its ${Math.round(h.clientWidth)} px`);
   });
+  const selects = [...main.querySelectorAll('select')].filter(shown).filter(s => s.selectedIndex >= 0).filter(s => {
+    const style = getComputedStyle(s);
+    probe.style.font = style.font;
+    probe.textContent = s.options[s.selectedIndex].text;
+    const room = s.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 20;  // its arrow
+    return probe.getBoundingClientRect().width > room;
+  }).map(s => `select ${JSON.stringify(s.options[s.selectedIndex].text)} is cut at ${Math.round(s.clientWidth)} px`);
   probe.remove();
-  return [...links, ...labels, ...words];
+  return [...links, ...labels, ...words, ...selects];
 }"""
 
 
 def cut_text_problems(page: Page) -> list[str]:
-    """Link labels and metric labels, values and deltas cut short, and heading words broken in two, in the main
-    area."""
+    """Link labels and metric labels, values and deltas cut short, heading words broken in two, and a live
+    figure's select showing its choice cut short, in the main area."""
     return page.evaluate(_CUT_TEXT)
 
 
