@@ -19,7 +19,7 @@ import numpy as np
 
 from charts.forward_pass import shape_text
 
-LIVE_TOKENS = 48  # tokens the block can move through in the browser (~9 KB each as JSON)
+LIVE_TOKENS = 48  # tokens the block can move through in the browser (~9 KB each as JSON for the default model)
 TOP_KEYS = 5  # of the stage's strongest keys per head and token, the ones sent
 WEIGHT_UNIT = 1e-3  # weights travel as whole numbers of this unit (the page shows 0.1%): 3 digits, not 0.xxxx
 DIGITS = 1  # lengths rounded as the page shows them

@@ -181,8 +181,8 @@ function draw(state, byControl = false) {
   state.outputs.token.textContent = token;
   if (state.stackToken !== t) buildStack(state, t);
   const steps = data.steps.length;
-  const row = t * data.layers + layer;
-  const norms = data.step_norms.slice(row * steps, (row + 1) * steps);
+  const cell = t * data.layers + layer;  // this token's row for this layer in the flattened arrays
+  const norms = data.step_norms.slice(cell * steps, (cell + 1) * steps);
   const largest = Math.max(...norms.filter((n) => n !== null));
   state.flowTitle.textContent = fitted(shape.measure, `Block ${layer} at ${token}: length ‖·‖ after each step`,
                                        shape.left);
@@ -193,7 +193,7 @@ function draw(state, byControl = false) {
     row.value.setAttribute("x", state.flowScale.x + width + 4);
     row.value.textContent = norm === null ? "(no vector per token)" : length(norm);
   });
-  const at = (row * data.heads + head) * data.top;
+  const at = (cell * data.heads + head) * data.top;
   const keys = data.keys.slice(at, at + data.top).filter((k) => k >= 0);
   const weights = data.weights.slice(at, at + keys.length).map((w) => w * data.weight_unit);
   const end = Math.max(1e-9, weights[0]);
@@ -208,7 +208,7 @@ function draw(state, byControl = false) {
     row.value.textContent = shown ? `${(100 * weights[r]).toFixed(1)}%` : "";
   });
   state.band.setAttribute("x", state.stackX(layer) - state.slot / 2);
-  const attention = data.attention[row], mlp = data.mlp[row];
+  const attention = data.attention[cell], mlp = data.mlp[cell];
   state.readout.textContent = `Block ${layer} takes ${token} from length ${length(norms[0])} to `
     + `${length(norms[norms.length - 1])}: attention adds ${length(attention)}, the MLP ${length(mlp)}. `
     + `Head ${head} puts ${(100 * weights[0]).toFixed(1)}% on ${data.labels[String(keys[0])]}.`;

@@ -20,8 +20,8 @@ def probability_mass_sentence(top_probability: float, tokens_for_half: int) -> s
 def tokens_to_reach(probabilities: Sequence[float], share: float) -> tuple[int, float]:
     """The fewest most-likely tokens whose probabilities reach ``share``, and what they hold together.
 
-    In numpy: a class's sessions each run it over the whole vocabulary (49,152 for SmolLM2), where a
-    Python sort and loop cost ~20 ms of the page's script run."""
+    In numpy: a class's sessions each run it over the whole vocabulary, where a Python sort and loop cost
+    ~20 ms of the page's script run."""
     held = np.cumsum(np.sort(np.asarray(probabilities, dtype=np.float64))[::-1])
     count = min(int(np.searchsorted(held, share)) + 1, held.size)  # the first running total >= share
     return count, float(held[count - 1])
