@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import AutoModelForCausalLM
 
 from lifecycle.engine.checkpoint import hugging_face_model, parameters, plain_config, read_checkpoint
@@ -29,8 +30,12 @@ def _stack_logits(stack: LlamaStack) -> torch.Tensor:
 
 
 def test_the_engine_built_from_the_tree_computes_the_models_logits(reference):
-    from_tree = _stack_logits(LlamaStack(read_checkpoint(default_cache_dir())))
-    from_model = _stack_logits(LlamaStack(reference))
+    tree_stack, model_stack = LlamaStack(read_checkpoint(default_cache_dir())), LlamaStack(reference)
+    # Each stack times its one-row kernels when built, and on a busy machine two builds can choose differently
+    # for the output head (oneDNN or gemv.c: the same product, rounded apart). The same weights through the same
+    # kernel give the same bits.
+    tree_stack.linear = model_stack.linear = F.linear
+    from_tree, from_model = _stack_logits(tree_stack), _stack_logits(model_stack)
     assert torch.equal(from_tree, from_model)
     with torch.inference_mode():
         hf = reference(torch.tensor([IDS])).logits[0, -1]
