@@ -140,9 +140,10 @@ def lesson(markdown: str, inline: bool = False) -> None:
     lesson" expander right under them, or in presenter mode into one at the end of the stage page.
     ``inline`` keeps it in place there too (a fragment, which reruns alone).
     """
-    short, rest = split_lesson(markdown, presenting())
+    present = presenting()
+    short, rest = split_lesson(markdown, present)
     st.markdown(short)
-    deferred = st.session_state.get(_LESSON_REST) if presenting() else None
+    deferred = st.session_state.get(_LESSON_REST) if present else None
     if rest and (inline or deferred is None):
         with st.expander(MORE_LESSON):
             st.markdown(rest)

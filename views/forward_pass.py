@@ -39,8 +39,6 @@ KEYS_AFTER = 4  # masked keys shown right of it
 
 
 LIVE_KEY = "forward_live"
-
-
 POSITIONS_KEY = "forward_positions"  # the prompt's token count, for checking a view the browser sends
 
 

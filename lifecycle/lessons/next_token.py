@@ -22,7 +22,15 @@ def tokens_to_reach(probabilities: Sequence[float], share: float) -> tuple[int, 
 
     In numpy: a class's sessions each run it over the whole vocabulary, where a Python sort and loop cost
     ~20 ms of the page's script run."""
-    held = np.cumsum(np.sort(np.asarray(probabilities, dtype=np.float64))[::-1])
+    return _reach(_running_totals(probabilities), share)
+
+
+def _running_totals(probabilities: Sequence[float]) -> np.ndarray:
+    """What the top 1, 2, 3, ... tokens hold together."""
+    return np.cumsum(np.sort(np.asarray(probabilities, dtype=np.float64))[::-1])
+
+
+def _reach(held: np.ndarray, share: float) -> tuple[int, float]:
     count = min(int(np.searchsorted(held, share)) + 1, held.size)  # the first running total >= share
     return count, float(held[count - 1])
 
@@ -41,8 +49,9 @@ def next_token_lesson(prompt_tokens: int, best: str, best_probability: float, pr
     """The Next token page's lesson: the likeliest token (``best``, already quoted for Markdown), the scores at
     the last position, where half and 90% of the probability sit, and the entropy as a fair choice."""
     vocab = len(probabilities)
-    half, _ = tokens_to_reach(probabilities, 0.5)
-    ninety, held = tokens_to_reach(probabilities, 0.9)
+    totals = _running_totals(probabilities)  # sorted once for both shares
+    half, _ = _reach(totals, 0.5)
+    ninety, held = _reach(totals, 0.9)
     effective = 2 ** entropy_bits
     return (
         f"The most likely next token is {best} at **{best_probability:.1%}**. "

@@ -349,7 +349,7 @@ def _hooks(inner, block, position: int, captured: dict) -> list:
 
 
 def _rotated(query, captured: dict):
-    """``query`` (1, positions, heads x head_dim) through the model's own RoPE, as (positions, heads x head_dim)."""
+    """``query`` (1, positions, heads x head_dim) through the model's own RoPE, in the same shape."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     cos, sin = captured["cos"], captured["sin"]
