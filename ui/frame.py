@@ -47,6 +47,7 @@ _KEYS_SCRIPT = f"<script>eval(atob('{base64.b64encode((PRESENTER / 'keys.js').re
 LESSON_SHORT_CHARS = 240
 MORE_LESSON = "More of this lesson"
 _LESSON_REST = "presenter_lesson_rest"  # presenter mode: lesson details gathered during a stage page, shown at its end
+_LINK_PROBLEMS = "link_problems"  # (page, messages): what the link this page was opened with set that cannot be used
 # A sentence ends at . ! or ? (after any closing bold, code or bracket) followed by a capital or a quote.
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?:\*\*|`|\)|\")*\s+(?=[A-Z*`\"'(])")
 
@@ -62,6 +63,18 @@ def streamlit_page(page: StagePage) -> st.Page:
     return st.Page(render, title=page.title, icon=page.icon, url_path=page.route, default=page is HOME)
 
 
+def _link_problems(page: str) -> list[str]:
+    """What the link this page was opened with set that the sidebar cannot use. The sidebar puts valid values in
+    the URL at once, so the next run finds nothing: the messages stay for the rest of the visit to the page (the
+    run that builds a page's details once its picture is drawn, ui.when_idle, must not take them away)."""
+    found = url_problems(st.query_params.to_dict())
+    kept_page, kept = st.session_state.get(_LINK_PROBLEMS, ("", []))
+    if found or kept_page != page:
+        st.session_state[_LINK_PROBLEMS] = (page, found)
+        return found
+    return kept
+
+
 def run_app() -> None:
     """One session's script run: page config, URL checks, settings sidebar, then the chosen page."""
     present = _present_from_url()
@@ -71,7 +84,7 @@ def run_app() -> None:
     sections.update({name: [streamlit_page(p) for p in pages] for name, pages in PHASES.items()})
     current = st.navigation(sections, expanded=True)
     st.html(LAYOUT_CSS)
-    for problem in url_problems(st.query_params.to_dict()):
+    for problem in _link_problems(current.url_path):
         st.warning(problem, icon=":material/link_off:")
     if st.sidebar.toggle("Presenter mode", key=PRESENT, on_change=_present_to_url,
                          help="For a projector: larger type, sidebar closed, the lesson cut short. "

@@ -1,12 +1,16 @@
 """A component with nothing to show that tells Python once, when the browser has drawn the page and is idle.
 
-A page can then open with only what is on screen and build the rest in a second run, in the background:
-the Forward pass page draws its first step tab at once and fills the other six (eight Plotly charts, most of
-its browser-side drawing) only after that, so its tabs then switch in the browser with no run at all.
+A page can then open with only its picture and build the rest in a second run, in the background. The pages
+led by one of the app's own SVG components (the live block, the replays, the live sampling chart) hold no Plotly
+chart in their first run: in a new tab every chart waits for plotly.js (a 4.7 MB chunk whose first run takes ~1 s
+of the browser's CPU), and the picture drawn in the same run waited with it (the Streaming page's replay was drawn
+at 2.8 s, 1.1 s without). ``details_ready`` gives a page that; the Forward pass page's step tabs (nine charts)
+use ``when_idle`` in their fragment, and then switch in the browser with no run at all.
 
 The component (JavaScript below, in the page's own DOM like ui/live_block.js) waits until every Plotly chart
 on the page is drawn, then for the browser's next idle moment and ``AFTER_MS`` more, and sets its state
-once. Placed in a fragment, that reruns only the fragment.
+once. Placed in a fragment, that reruns only the fragment. Once it has told and been drawn again, its element
+carries ``data-settled`` (what the browser tests and the bench wait for).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from collections.abc import Callable
 import streamlit as st
 
 AFTER_MS = 100  # after the page has drawn and the browser is idle: its first screen comes first
+DETAILS_PENDING = "Drawing the details below the picture…"
 _JS = """
 export default function ({ parentElement, data, setStateValue }) {
   parentElement.classList.add("when-idle");
+  if (!data.ask) parentElement.dataset.settled = "1";
   if (!data.ask || parentElement.dataset.asked) return;
   parentElement.dataset.asked = "1";
   const drawn = () => !document.querySelector('[data-testid="stSkeleton"]')
@@ -34,14 +40,24 @@ _CSS = '[data-testid="stElementContainer"]:has(.when-idle) {\n  display: none;\n
 _COMPONENT = st.components.v2.component("lifecycle_when_idle", js=_JS, css=_CSS, isolate_styles=False)
 
 
-def when_idle(key: str, on_idle: Callable[[], None] = lambda: None) -> bool:
+def when_idle(key: str, on_idle: Callable[[], None] = lambda: None, after_ms: int = AFTER_MS) -> bool:
     """Mount the component under ``key``; True once the browser has told (from that run on, for as long as
     the component is mounted in every run: leaving the page forgets it, so the next visit asks again)."""
     told = idle_told(key)
-    _COMPONENT(key=key, data={"ask": not told, "after_ms": AFTER_MS}, on_idle_change=on_idle, height="content")
+    _COMPONENT(key=key, data={"ask": not told, "after_ms": after_ms}, on_idle_change=on_idle, height="content")
     return told
 
 
 def idle_told(key: str) -> bool:
     state = st.session_state.get(key)
     return bool(state and state.get("idle"))
+
+
+def details_ready(key: str) -> bool:
+    """Whether the page may build its details (everything under its picture): True from the run after the
+    browser has drawn the first one and is idle (no wait after that: the picture is the first screen). Until then
+    a one-line caption holds their place."""
+    if when_idle(key, after_ms=0):
+        return True
+    st.caption(DETAILS_PENDING)
+    return False

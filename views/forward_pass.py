@@ -1,10 +1,11 @@
 """Forward pass page: one transformer block opened up at one token, and the residual stream through all layers.
 
 The step-by-step tabs hold nine Plotly charts, and a browser draws a chart in a hidden tab too: drawn at once,
-they made the page take over a second to open. So the page's first run builds only the first tab (the others
-say "Drawing this step…"), and the tabs' fragment reruns alone once the browser has drawn that and is idle
-(ui/when_idle.py) to build all seven: from then on a tab click is the browser's alone, with no run at all,
-and the RoPE slider, always built, keeps its value.
+they made the page take over a second to open, and in a new tab any chart first waits for plotly.js (~1 s of the
+browser's CPU). So the page's first run builds the live block and none of the tabs (each says "Drawing this
+step…"), and the tabs' fragment reruns alone once the browser has drawn the page and is idle (ui/when_idle.py)
+to build all seven: from then on a tab click is the browser's alone, with no run at all, and the RoPE slider,
+always built, keeps its value.
 """
 
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ def traced(ids: tuple[int, ...], layer: int, position: int, _loaded: LoadedModel
 
 STEPS = ("1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax", "4. Attention output", "5. The MLP",
          "6. Block output", "Logit lens")
-FILL_KEY = "forward_fill"  # the browser has drawn the first tab: build them all
+FILL_KEY = "forward_fill"  # ui.when_idle: the browser has drawn the live block: build every step tab
 
 
 @dataclass(frozen=True)
@@ -204,13 +205,14 @@ VIEWS = dict(zip(STEPS, (rmsnorm_step, rope_step, scores_step, attention_step, m
 
 @st.fragment
 def steps(opened: Opened) -> None:
-    """The step-by-step tabs. A page's first run builds only the first tab (the one shown), so the page opens
-    with one chart to draw, not nine; once the browser has drawn it and is idle, this fragment reruns alone and
-    builds every tab, so from then on a tab click is the browser's alone (no run)."""
+    """The step-by-step tabs. A page's first run builds none of them, so a new tab draws the live block above
+    without waiting for plotly.js (~1 s of the browser's CPU for its first chart); once the browser has drawn the
+    page and is idle, this fragment reruns alone and builds every tab, so from then on a tab click is the
+    browser's alone (no run)."""
     filled = idle_told(FILL_KEY)
-    for index, (tab, draw) in enumerate(zip(st.tabs(STEPS), VIEWS.values())):
+    for tab, draw in zip(st.tabs(STEPS), VIEWS.values()):
         with tab:
-            if filled or index == 0:
+            if filled:
                 draw(opened)
             else:
                 st.caption("Drawing this step…")

@@ -20,8 +20,10 @@ from ui.frame import lesson, stage_page
 from ui.live_replay import live_replay
 from ui.settings import JourneySettings, widget_default
 from ui.tables import fitted_table
+from ui.when_idle import details_ready
 
 VIEW = "generation_view"  # session state: which run is shown and where the reader picked
+DETAILS = "generation_details"  # ui.when_idle: the tabs under the replay come in the run after it is drawn
 SHORT_RUN = 5
 TABLE_ROWS = 200
 
@@ -169,10 +171,11 @@ def render() -> None:
                 "token back in, took the next-token distribution, applied the sampling settings, drew one token and "
                 "appended it, until an end-of-sequence token or max_tokens."
             )
-        branch, table, logprobs = st.tabs(["Pick another token", "Step by step", "Log-probabilities"])
-        with branch:
-            _branch(generation, picked, greedy)
-        with table:
-            _steps(generation, picked, greedy, prompt_tokens)
-        with logprobs:
-            _logprobs(generation.steps)
+        if details_ready(DETAILS):
+            branch, table, logprobs = st.tabs(["Pick another token", "Step by step", "Log-probabilities"])
+            with branch:
+                _branch(generation, picked, greedy)
+            with table:
+                _steps(generation, picked, greedy, prompt_tokens)
+            with logprobs:
+                _logprobs(generation.steps)

@@ -14,7 +14,9 @@ from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.live_replay import live_replay
 from ui.tables import fitted_table
+from ui.when_idle import details_ready
 
+DETAILS = "kv_cache_details"  # ui.when_idle: everything under the replay comes in the run after it is drawn
 SWEEP = (16, 64, 256, 512)
 DECODE_STEPS = 4
 FOLLOW_UPS = ("Can you say that more simply?", "Give me one example.")
@@ -78,6 +80,8 @@ def render() -> None:
                                     ("full window", loaded.context_window)]), key="kv_growth_replay")
         st.caption("Move the slider or jump to a mark: the bars are this model's cache at that length, the same cache "
                    "if every query head had its own keys and values, and the weights every decode step reads.")
+        if not details_ready(DETAILS):
+            return  # the rest comes in the run after the replay is drawn, while these measurements run
         measured = _arrived(measuring, "Measuring the real cache tensors of a prefill…")
         size_col, real_col, window_col = st.columns(3)
         size_col.metric("This prompt's cache", kib(shape.bytes_for(len(ids))),

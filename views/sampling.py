@@ -44,11 +44,13 @@ from ui.cache import prefilled_prompt
 from ui.frame import lesson, loaded_model, stage_page
 from ui.live_sampling import live_sampling_chart, live_settings_sent
 from ui.settings import NUMBERS, JourneySettings
+from ui.when_idle import details_ready
 
 KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 LOCAL = {knob: f"what_if_{knob}" for knob in KNOBS}
 BASIS = "what_if_basis"
 LIVE = "what_if_live"  # the live chart's key: its sliders are temperature, top-p, top-k and min-p
+DETAILS = "what_if_details"  # ui.when_idle: the tabs under the live chart come in the run after it is drawn
 TAIL_RANKS = 1000
 TOP_K_CHOICES = (0, 1, 2, 3, 5, 10, 20, 40, 50, 100, 200, 500, 1000)
 # Temperature rules of thumb (common practice, not law); the other knobs stay as they are.
@@ -299,6 +301,8 @@ def _what_if(settings: JourneySettings, logits: np.ndarray, previous, token_text
     sampled = apply_sampling(logits, what_if, previous)
     with lesson_box:
         _lesson(sampled, what_if, vocabulary)
+    if not details_ready(DETAILS):
+        return  # the tabs come in the fragment's run after the live chart is drawn
     stages, nucleus, draws, api = st.tabs(["What each stage removed", "The nucleus (top-p)", "Draw N samples",
                                            "The stages the API adds"])
     with stages:

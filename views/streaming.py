@@ -26,7 +26,9 @@ from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.live_replay import live_replay
 from ui.tables import fitted_table
 from ui.text import ms
+from ui.when_idle import details_ready
 
+DETAILS = "streaming_details"  # ui.when_idle: the tabs under the replay come in the run after it is drawn
 LIVE = "streaming_live"  # session state: the last live run (settings, events, wait) so a rerun still shows it
 TABLE_EVENTS = 200
 WIRE_EVENTS = 60
@@ -200,46 +202,49 @@ def _guardrail(prepared, settings, answer, loaded) -> None:
         st.code(_wire(frames), language=None, wrap_lines=True)
 
 
+def _details(prepared, answer, settings, loaded) -> None:
+    events = answer.stream
+    recorded, wire, watch, guarded = st.tabs(["Every event", "On the wire", "Watch it stream live", "A guardrail"])
+    with recorded:
+        st.plotly_chart(event_timeline([e.at for e in events], [event_kind(e) for e in events]), key="timeline",
+                        theme=None)
+        fitted_table(_frames_table(events), ["#", "At (ms)", "Kind", "Content delta"], key="stream_events",
+                     full_from=530, hide_index=True,
+                     narrow_widths={"#": 40, "At (ms)": 75, "Kind": 85, "Content delta": 140})
+        if len(events) > TABLE_EVENTS:
+            st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")
+        st.plotly_chart(inter_token_latency(answer.stream_metrics.inter_token), key="gaps", theme=None)
+        content_at = [e.at for e in events if delta_content(e.data)]
+        st.caption(gaps_sentence(stream_gaps(content_at, answer.generation.steps)))
+    with wire:
+        st.markdown("The raw response body, exactly as the client reads it: one `data:` line per event, a blank line "
+                    "after each.")
+        st.code(_wire(events), language=None, wrap_lines=True, height=480)
+        _usage(prepared, answer)
+    with watch:
+        st.markdown(
+            "Runs the same request again on the model and writes every SSE frame the moment it is produced. "
+            "Beside it, a client that asked for `stream: false` sees nothing until the last token is done. "
+            "Both panels are fed by this one generation."
+        )
+        live = st.session_state.get(LIVE)
+        if st.button("Stream it live", icon=":material/play_arrow:", type="primary"):
+            st.session_state[LIVE] = _run_live(prepared, settings, loaded)
+        elif live is not None and live["settings"] == settings:
+            st.caption("Your last live run:")
+            _show_live(live, loaded.name)
+    with guarded:
+        _guardrail(prepared, settings, answer, loaded)
+
+
 def render() -> None:
     with stage_page("streaming") as settings:
         prepared, answer = answered_prompt(settings)
-        loaded = loaded_model()
-        events = answer.stream
-        live_replay(stream_replay_data(events), key="stream_replay")  # the picture first, its lesson under it
+        live_replay(stream_replay_data(answer.stream), key="stream_replay")  # the picture first, its lesson under it
         _lesson(prepared, answer)
         _metrics(answer.stream_metrics)
         st.caption("The replay above is this run's recorded stream in your browser: press play to see each frame "
                    "arrive after the gap it really had, or step through the events (dots: the events on the "
                    "request's clock).")
-
-        recorded, wire, watch, guarded = st.tabs(["Every event", "On the wire", "Watch it stream live", "A guardrail"])
-        with recorded:
-            st.plotly_chart(event_timeline([e.at for e in events], [event_kind(e) for e in events]), key="timeline",
-                            theme=None)
-            fitted_table(_frames_table(events), ["#", "At (ms)", "Kind", "Content delta"], key="stream_events",
-                         full_from=530, hide_index=True,
-                         narrow_widths={"#": 40, "At (ms)": 75, "Kind": 85, "Content delta": 140})
-            if len(events) > TABLE_EVENTS:
-                st.caption(f"The first {TABLE_EVENTS} of {len(events)} events are listed.")
-            st.plotly_chart(inter_token_latency(answer.stream_metrics.inter_token), key="gaps", theme=None)
-            content_at = [e.at for e in events if delta_content(e.data)]
-            st.caption(gaps_sentence(stream_gaps(content_at, answer.generation.steps)))
-        with wire:
-            st.markdown("The raw response body, exactly as the client reads it: one `data:` line per event, a blank line "
-                        "after each.")
-            st.code(_wire(events), language=None, wrap_lines=True, height=480)
-            _usage(prepared, answer)
-        with watch:
-            st.markdown(
-                "Runs the same request again on the model and writes every SSE frame the moment it is produced. "
-                "Beside it, a client that asked for `stream: false` sees nothing until the last token is done. "
-                "Both panels are fed by this one generation."
-            )
-            live = st.session_state.get(LIVE)
-            if st.button("Stream it live", icon=":material/play_arrow:", type="primary"):
-                st.session_state[LIVE] = _run_live(prepared, settings, loaded)
-            elif live is not None and live["settings"] == settings:
-                st.caption("Your last live run:")
-                _show_live(live, loaded.name)
-        with guarded:
-            _guardrail(prepared, settings, answer, loaded)
+        if details_ready(DETAILS):
+            _details(prepared, answer, settings, loaded_model())

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import PAGE_TIMEOUT_MS
+from views import forward_pass, generation, kv_cache, sampling, streaming
 
 EXCEPTION = '[data-testid="stException"]'
 IDLE_APP = '[data-testid="stApp"][data-test-script-state="notRunning"]'
@@ -18,6 +19,12 @@ CHARTS_DRAWN = (
     " && [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
     ".every(chart => chart.querySelector('.main-svg'))"
 )
+# A page whose details wait for its picture to be drawn (ui.when_idle.details_ready, and the Forward pass page's
+# step tabs: the component's element carries the key's class) holds them back until the component has been drawn
+# again, told (data-settled).
+DETAILS_KEYS = [*(view.DETAILS for view in (generation, kv_cache, sampling, streaming)), forward_pass.FILL_KEY]
+DETAILS_WAITING = """(keys) => keys.some(key => [...document.querySelectorAll(`.st-key-${key}`)]
+    .some(element => !element.querySelector('.when-idle[data-settled]')))"""
 SETTLE_MS = 300  # the layout counts as settled once nothing in it moved for this long
 # A widget bound to the URL may start one more run right after the first (seen after a sidebar click): the
 # page counts as idle once its script state has stayed "notRunning" this long, a follow-up run included
@@ -64,12 +71,17 @@ def open_page(page: Page, base_url: str, url_path: str = "", **params: object) -
 
 
 def wait_idle(page: Page) -> None:
-    """Until the page's script has run and no follow-up run (e.g. syncing URL-bound widgets) starts."""
+    """Until the page's script has run and no follow-up run (e.g. syncing URL-bound widgets) starts, the run that
+    builds a page's details once its picture is drawn (ui.when_idle.details_ready) included."""
     # expect() has its own 5 s default, not the context's: a page on a busy machine takes longer.
     expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     page.wait_for_selector(IDLE_APP)
     page.evaluate(IDLE_FOR, [IDLE_FOR_MS, IDLE_AT_MOST_MS])
     page.wait_for_selector(IDLE_APP)
+    if page.evaluate(DETAILS_WAITING, DETAILS_KEYS):
+        page.wait_for_function(f"keys => !({DETAILS_WAITING})(keys)", arg=DETAILS_KEYS)
+        page.evaluate(IDLE_FOR, [IDLE_FOR_MS, IDLE_AT_MOST_MS])
+        page.wait_for_selector(IDLE_APP)
 
 
 def wait_still(page: Page) -> None:

@@ -1,4 +1,4 @@
-"""The Forward pass page's step tabs in a real browser: the page opens with its first tab, builds the others in
+"""The Forward pass page's step tabs in a real browser: the page opens with its live block alone, builds the tabs in
 a second run of their fragment alone once the browser is idle, and from then on a tab click is the browser's
 alone (no script run of any kind); the RoPE slider keeps its value when its tab is left and shown again.
 

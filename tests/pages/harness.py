@@ -39,6 +39,9 @@ from streamlit.util import calc_hash
 
 from ui.frame import MORE_LESSON
 from ui.stages import stage
+from views import generation, kv_cache, sampling, streaming
+
+DETAILS_KEYS = tuple(view.DETAILS for view in (generation, kv_cache, sampling, streaming))
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 # Before every run AppTest registers the Streamlit components of the installed packages, reading the metadata of
@@ -49,8 +52,9 @@ manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.sca
 TIMEOUT = 180
 
 
-def run_page(url_path: str = "", timeout: float = TIMEOUT, **settings: object) -> AppTest:
-    """The app after opening ``url_path`` ("" = home) with ``settings`` as query parameters.
+def run_page(url_path: str = "", timeout: float = TIMEOUT, drawn: bool = True, **settings: object) -> AppTest:
+    """The app after opening ``url_path`` ("" = home) with ``settings`` as query parameters, and (``drawn``) after
+    the run the browser starts once it has drawn a page whose details wait for that (``details_drawn``).
 
     Keyword names are the sidebar keys: prompt, system_prompt, history, temperature, top_p,
     top_k, min_p, repetition_penalty, max_tokens, seed, include_usage.
@@ -59,7 +63,21 @@ def run_page(url_path: str = "", timeout: float = TIMEOUT, **settings: object) -
     app.query_params.update({key: _query_value(value) for key, value in settings.items()})
     if url_path:
         open_page(app, url_path)  # the first run opens this page, like a deep link
-    return app.run()
+    app.run()
+    return details_drawn(app) if drawn else app
+
+
+def details_drawn(app: AppTest) -> AppTest:
+    """The app after the browser told each waiting ``ui.when_idle.details_ready`` of the page that its picture is
+    drawn (the pages whose details come in their second run: views' ``DETAILS`` keys)."""
+    for key in DETAILS_KEYS:
+        if any(c.proto.id.endswith(key) for c in app.get("bidi_component")) and not idle_told_in(app, key):
+            app = browser_idle(app, key)
+    return app
+
+
+def idle_told_in(app: AppTest, key: str) -> bool:
+    return key in app.session_state and bool((app.session_state[key] or {}).get("idle"))
 
 
 def open_page(app: AppTest, url_path: str) -> AppTest:
