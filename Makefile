@@ -28,13 +28,15 @@ $(REACHABLE): requirements.txt | $(VENV)/bin/python
 
 # The packages go in with uv (the installer Streamlit Community Cloud uses): 25 s here against pip's 80 s for the
 # same pins. --compile-bytecode as pip does: without it every process of the first test run compiles torch's and
-# Streamlit's sources again (the fresh clone's first `make test` took 80 s longer). uv reads no pip
-# configuration, so the wheel folders pip is pointed at (pip's find-links, e.g. a closed network's PyTorch CPU
-# wheel on disk) are handed to it.
+# Streamlit's sources again. uv reads no pip configuration, so the wheel folders and extra indexes pip is pointed
+# at (e.g. a closed network's PyTorch CPU wheel on disk, a local mirror) are handed to it, and like pip it takes
+# the best match of them all (uv's own default takes a package from the first index that has it).
 UV := $(VENV)/bin/uv
 UV_VERSION := $(shell sed -n "s/^uv==//p" requirements-dev.txt)
-FIND_LINKS = $(shell $(PY) -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$$/\1/p" | tr ' ' '\n' | sort -u)
-UV_INSTALL = $(UV) pip install --quiet --compile-bytecode --python $(PY) $(foreach links,$(FIND_LINKS),--find-links $(links))
+PIP_SETTING = $(shell $(PY) -m pip config list 2>/dev/null | sed -n "s/^[^=]*$(1)='\(.*\)'$$/\1/p" | tr ' ' '\n' | sort -u)
+UV_INSTALL = $(UV) pip install --quiet --compile-bytecode --python $(PY) --index-strategy unsafe-best-match \
+	$(foreach links,$(call PIP_SETTING,find-links),--find-links $(links)) \
+	$(foreach index,$(call PIP_SETTING,extra-index-url),--extra-index-url $(index))
 
 $(UV): | $(VENV)/bin/python
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)

@@ -242,17 +242,15 @@ def forward_tab_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list
 
 
 def attention_forward_rows() -> list[tuple[str, str, str]]:
-    """The Attention and Forward pass pages: each control's median redraw in the browser, each page's open
-    time for a prompt already computed, and what each page sends its live figure."""
+    """The Attention and Forward pass pages: each control's median redraw in the browser and what each page sends
+    its live figure (their open times are page_open_rows')."""
     path = SCREENSHOTS / INSTANT_CONTROLS_FILE
     if not path.exists():
-        return [("Attention / Forward pass controls and opens", "-", "run tests/browser/test_instant_controls.py")]
+        return [("Attention / Forward pass controls", "-", "run tests/browser/test_instant_controls.py")]
     measured = json.loads(path.read_text())
     rows = [(f"{name} step -> figure redrawn (ms, median of {figure['steps']})", f"{figure['median_ms']:.1f}",
              f"<= {REDRAW_TARGET_MS} ms") for name, figure in measured["controls"].items()]
-    rows += [(f"{url_path} opens, prompt computed (s, median)", f"{seconds:.2f}", f"<= {OPEN_TARGET_S:.0f} s")
-             for url_path, seconds in measured["open_s"].items()]
-    rows += [(f"{url_path} live figure's data (KiB, default prompt)", f"{kib:,.1f}", "")
+    rows += [(f"{url_path} live figure's data (KiB, the test's prompt)", f"{kib:,.1f}", "")
              for url_path, kib in measured["payload_kib"].items()]
     return rows
 

@@ -7,9 +7,9 @@ control's own handler in the browser (the component counts those redraws apart f
 and change what the component drew (its ``data-shown``). On the Attention page the app's script state never turns
 to "running"; the Forward pass block sends its (layer, head) to Python once the controls rest, so its step tabs
 follow. The redraw time (the control's input event to the next animation frame after the component updated its
-SVG) and each page's open time for a prompt already computed are written to
-screenshots/instant-controls.json, the fragments' times to screenshots/instant-fragments.json, which
-bench/browser_timings.py reads: figures, not assertions. That the live figures lead their pages and stay
+SVG) and each live figure's payload are written to screenshots/instant-controls.json, the fragments' times to
+screenshots/instant-fragments.json, which bench/browser_timings.py reads: figures, not assertions (the pages'
+open times are the bench's own: page_open_rows). That the live figures lead their pages and stay
 legible at every size is test_legibility's check of every page.
 """
 
@@ -19,14 +19,13 @@ import fcntl
 import json
 import re
 import statistics
-import time
 
 import pytest
 from playwright.sync_api import expect
 
 from bench.browser_timings import INSTANT_CONTROLS_FILE, INSTANT_FRAGMENTS_FILE, STEPS_FILLED
 from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, open_page, wait_idle
-from tests.browser.conftest import PAGE_TIMEOUT_MS, SCREENSHOTS
+from tests.browser.conftest import SCREENSHOTS
 from tests.browser.streamlit_socket import FRAGMENT_FINISHED, Socket
 
 pytestmark = pytest.mark.browser
@@ -35,7 +34,6 @@ PROMPT = "What's the capital of India?"
 LIVE = {"attention": ".live-attention", "forward-pass": ".live-block"}
 SENDS_WHEN_RESTING = {"forward-pass"}  # ui/live_block.js's scheduleSend
 STEPS = 5
-OPENS = 3
 
 # Counts every script run from now on: the app marks its root "running" while a script runs.
 _WATCH_RUNS = """() => {
@@ -95,29 +93,15 @@ def _measure(page, url_path: str, controls: list[str]) -> dict:
     return measured
 
 
-def _open_time(browser, app_url: str, url_path: str) -> tuple[float, int]:
-    """Seconds from navigation to the component drawn and the script idle, for a prompt already computed
-    (the median of ``OPENS`` opens in fresh sessions), and the characters of the JSON the page sent its
-    component."""
-    times = []
-    for _ in range(OPENS):
-        context = browser.new_context(viewport={"width": 1366, "height": 900})
-        context.set_default_timeout(PAGE_TIMEOUT_MS)
-        try:
-            page = context.new_page()
-            started = time.perf_counter()
-            open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
-            page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
-            times.append(time.perf_counter() - started)
-            payload = page.locator(LIVE[url_path]).evaluate("root => JSON.stringify(root.liveData).length")
-        finally:
-            context.close()
-    return round(statistics.median(times), 2), payload
+def _payload(page, url_path: str) -> int:
+    """Characters of the JSON the page sent its live figure."""
+    return page.locator(LIVE[url_path]).evaluate("root => JSON.stringify(root.liveData).length")
 
 
-def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, browser, page, screenshots):
+def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, page, screenshots):
     open_page(page, app_url, "attention", prompt=PROMPT, temperature=0)
     expect(page.locator(EXCEPTION)).to_have_count(0)
+    payloads = {"attention": _payload(page, "attention")}
     attention = _measure(page, "attention", ["layer", "head", "query"])
     # The redrawn map is the data's: the drawn row is the chosen (layer, head, query)'s decoded weights.
     shown = json.loads(page.locator(LIVE["attention"]).get_attribute("data-shown"))
@@ -131,6 +115,7 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
     live = page.locator(LIVE["forward-pass"])
     caption = page.locator("[data-testid^=stCaption]").filter(has_text="The steps below open block")
     before = caption.inner_text()
+    payloads["forward-pass"] = _payload(page, "forward-pass")
     forward = _measure(page, "forward-pass", ["layer", "head", "token"])
     # Once the controls rested, the page's details followed the block drawn above, at the token drawn.
     drawn = json.loads(live.get_attribute("data-shown"))
@@ -141,15 +126,12 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, brow
         f"position {drawn['position']}")  # the lesson speaks of the token chosen in the block
     assert token.split(":", 1)[0].strip() == str(drawn["position"])
 
-    opens = {url_path: _open_time(browser, app_url, url_path) for url_path in LIVE}
     record = {
         "controls": {f"attention.{k}": v for k, v in attention.items()}
         | {f"forward-pass.{k}": v for k, v in forward.items()},
-        "open_s": {url_path: seconds for url_path, (seconds, _) in opens.items()},
-        "payload_kib": {url_path: round(payload / 1024, 1) for url_path, (_, payload) in opens.items()},
+        "payload_kib": {url_path: round(payloads[url_path] / 1024, 1) for url_path in LIVE},
         "measures": "control input event to the next animation frame after the component updated its SVG "
-                    "(median of the steps); page open: navigation to the component drawn and the script idle, "
-                    f"median of {OPENS} fresh sessions, prompt already computed",
+                    "(median of the steps); payload: the JSON the page sent its live figure",
     }
     (screenshots / INSTANT_CONTROLS_FILE).write_text(json.dumps(record, indent=1) + "\n")
     print(f"\ninstant controls: {json.dumps(record)}")
