@@ -102,7 +102,7 @@ def pages_section() -> None:
     from playwright.sync_api import sync_playwright
 
     from bench.app_server import AppServer
-    from bench.browser_timings import (OPEN_TARGET_S, attention_forward_rows, forward_tab_rows, fragment_rows,
+    from bench.browser_timings import (attention_forward_rows, forward_tab_rows, fragment_rows,
                                         generation_kv_streaming_rows, measure_instant_controls, page_open_rows,
                                         page_switch_rows)
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
@@ -113,10 +113,10 @@ def pages_section() -> None:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             for name, figure, target in page_open_rows(server.url, browser):
-                row(name, figure, target, check(float(figure) <= OPEN_TARGET_S))
+                row(name, figure, target, _verdict(figure, target))
             heading("pages: switched to inside one session (a sidebar link; 1366x768, warm prompt)")
             for name, figure, target in page_switch_rows(server.url, browser):
-                row(name, figure, target, check(float(figure) <= OPEN_TARGET_S))
+                row(name, figure, target, _verdict(figure, target))
             heading("pages: the Forward pass page's step tabs (one session, 1366x768, warm prompt)")
             for name, figure, target in forward_tab_rows(server.url, browser):
                 row(name, figure, target, _verdict(figure, target))

@@ -3,7 +3,8 @@
 Each session is what a browser tab does, minus the drawing: it opens Streamlit's websocket
 (``/_stcore/stream``), asks for a page with its URL query (the prompt and settings), and reads the
 server's ForwardMsg protobufs (decoded with streamlit's own ``streamlit.proto`` modules) until the
-page's script run has finished and no follow-up run starts. It records the time to a finished
+page's script run has finished and no follow-up run starts; a page whose details wait until the browser has
+drawn it (``ui.when_idle``) gets the run a browser then asks for. It records the time to a finished
 page and any exception or error box the page showed. The server's resident memory (RSS) is
 sampled from /proc all along, so the peak covers the whole room.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import threading
 import time
@@ -28,6 +30,7 @@ import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
 from bench.app_server import AppServer
 from bench.report import check, percentile, row
@@ -38,6 +41,7 @@ from ui.stages import stage
 PLACE_MARKERS = ("In line for the model: place", "The model is reading this prompt",
                  "Generating on the model")
 WAITING_MARKERS = (*PLACE_MARKERS, "Handing this prompt to the model")
+WHEN_IDLE = "lifecycle_when_idle"  # ui/when_idle.py's component name
 QUIET_SECONDS = 1.5  # a finished run with no new run within this long is a finished page
 PAGE_TIMEOUT = 600.0
 # p95 targets (Next token, Generation) per class size on this 2-core machine: issue #9's class of 30
@@ -62,6 +66,7 @@ class PageVisit:
     prompt: str
     seconds: float = float("nan")
     runs: int = 0
+    told_drawn: int = 0  # runs asked for as a browser does once it has drawn the page (ui.when_idle)
     elements: int = 0
     headings: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # st.text and st.code bodies: user text, model output
@@ -94,6 +99,7 @@ async def visit(base_url: str, page: str, query: dict, timeout: float = PAGE_TIM
     async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as socket_:
         request = BackMsg(rerun_script=ClientState(query_string=urlencode(query), page_name=page))
         await socket_.send(request.SerializeToString())
+        waiting: list[tuple[str, str]] = []  # ui.when_idle components asking for the run after the page is drawn
         finished_at = None
         deadline = started + timeout
         while time.perf_counter() < deadline:
@@ -112,15 +118,37 @@ async def visit(base_url: str, page: str, query: dict, timeout: float = PAGE_TIM
                 finished_at = None
             elif kind == "script_finished":
                 result.runs += 1
-                if message.script_finished in (ForwardMsg.FINISHED_SUCCESSFULLY,
-                                                ForwardMsg.FINISHED_WITH_COMPILE_ERROR):
+                done = message.script_finished in (ForwardMsg.FINISHED_SUCCESSFULLY,
+                                                    ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
+                if waiting and done:
+                    await socket_.send(_drawn(query, page, *waiting.pop(0)).SerializeToString())
+                    result.told_drawn += 1
+                elif done or message.script_finished == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
                     finished_at = time.perf_counter()
             elif kind == "page_not_found":
                 result.errors.append(f"page not found: {message.page_not_found.page_name}")
             elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
                 _read_element(message.delta.new_element, result)
+                if _asks_when_drawn(message.delta.new_element):
+                    waiting.append((message.delta.new_element.bidi_component.id, message.delta.fragment_id))
     result.errors.append(f"not finished within {timeout:.0f} s")
     return result
+
+
+def _asks_when_drawn(element) -> bool:
+    """A ``ui.when_idle`` component that asks to be told once the browser has drawn the page (the Forward pass
+    page's step tabs, the details under the other live pictures)."""
+    component = element.bidi_component if element.WhichOneof("type") == "bidi_component" else None
+    return bool(component and component.component_name.endswith(WHEN_IDLE)
+                and json.loads(component.json or "{}").get("ask"))
+
+
+def _drawn(query: dict, page: str, widget_id: str, fragment_id: str) -> BackMsg:
+    """The rerun the browser asks for once it has drawn the page: the component's state says so (in its fragment
+    alone when it sits in one)."""
+    told = WidgetStates(widgets=[WidgetState(id=widget_id, json_value=json.dumps({"idle": True}))])
+    return BackMsg(rerun_script=ClientState(query_string=urlencode(query), page_name=page, widget_states=told,
+                                            fragment_id=fragment_id))
 
 
 def _read_element(element, result: PageVisit) -> None:
