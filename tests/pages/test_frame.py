@@ -65,6 +65,18 @@ def test_out_of_range_url_values_fall_back_with_a_message(run_page):
     assert app.sidebar.number_input(key="max_tokens").value == NUMBERS["max_tokens"].default
 
 
+def test_a_links_problems_stay_for_the_visit_and_leave_with_the_page(run_page):
+    """The Generation page's details come in a second run (ui.when_idle), whose URL the sidebar has already
+    mended: the link's message must still be there, and gone once another page is opened."""
+    app = run_page("generation", temperature=9, max_tokens=4)
+    assert not app.exception
+    assert "temperature='9'" in " ".join(w.value for w in app.warning)
+    assert app.get("plotly_chart"), "the details' run must have run"
+    open_page(app, "tokenization").run()
+    assert not app.exception and app.title[0].value == "Tokenization"
+    assert "temperature='9'" not in " ".join(w.value for w in app.warning)
+
+
 def test_a_page_switch_that_lost_the_query_puts_the_settings_back_in_the_url(run_page):
     """The browser suite once saw the sidebar's page switch arrive without the query (the widgets kept
     their values, the URL stayed bare for good): the next page's run writes them back."""
