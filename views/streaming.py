@@ -203,6 +203,7 @@ def _guardrail(prepared, settings, answer, loaded) -> None:
 
 
 def _details(prepared, answer, settings, loaded) -> None:
+    """The tabs under the replay: every event timed, the raw wire, a live run and a guardrail."""
     events = answer.stream
     recorded, wire, watch, guarded = st.tabs(["Every event", "On the wire", "Watch it stream live", "A guardrail"])
     with recorded:
