@@ -71,9 +71,14 @@ def details_drawn(app: AppTest) -> AppTest:
     """The app after the browser told each waiting ``ui.when_idle.details_ready`` of the page that its picture is
     drawn (the pages whose details come in their second run: views' ``DETAILS`` keys)."""
     for key in DETAILS_KEYS:
-        if any(c.proto.id.endswith(key) for c in app.get("bidi_component")) and not idle_told_in(app, key):
+        if components(app, key) and not idle_told_in(app, key):
             app = browser_idle(app, key)
     return app
+
+
+def components(app: AppTest, key: str) -> list:
+    """The page's ``st.components.v2`` components mounted under ``key``."""
+    return [c for c in app.get("bidi_component") if c.proto.id.endswith(key)]
 
 
 def idle_told_in(app: AppTest, key: str) -> bool:
@@ -92,7 +97,7 @@ def open_page(app: AppTest, url_path: str) -> AppTest:
 def component_sends(app: AppTest, key: str, state: dict) -> AppTest:
     """Run the app as if the browser's component mounted with ``key`` (a ``st.components.v2`` component) had
     set ``state``, as its JavaScript does with setStateValue."""
-    (component,) = [c for c in app.get("bidi_component") if c.proto.id.endswith(key)]
+    (component,) = components(app, key)
     sent = WidgetState(id=component.proto.id, json_value=json.dumps(state))
     tree = app._tree
     collect = tree.get_widget_states

@@ -12,7 +12,7 @@ from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward, token_text
 from lifecycle.stages.vocabulary import show_token
 
-from tests.pages.harness import browser_idle, component_sends, markdowns, plotly_figure, run_page
+from tests.pages.harness import browser_idle, component_sends, components, markdowns, plotly_figure, run_page
 
 PROMPT = "Why is the sea salty?"
 SETTINGS = dict(prompt=PROMPT, temperature=0, max_tokens=2)
@@ -44,7 +44,7 @@ def test_the_first_run_builds_the_live_block_and_the_browser_idle_the_tabs():
     opened = run_page("forward-pass", **SETTINGS)
     assert not opened.exception and not opened.error
     assert charts(opened) == []
-    assert any(c.proto.id.endswith("forward_live") for c in opened.get("bidi_component"))
+    assert components(opened, "forward_live")
     assert [c.value for c in opened.caption].count("Drawing this step…") == 7
     assert [tab.label for tab in opened.tabs][:7] == ["1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax",
                                                       "4. Attention output", "5. The MLP", "6. Block output",
@@ -86,7 +86,7 @@ def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
 
 def live_data(app) -> dict:
     """What the page sent the live block (ui/live_block.js) this run."""
-    (live,) = [c for c in app.get("bidi_component") if c.proto.id.endswith("forward_live")]
+    (live,) = components(app, "forward_live")
     return json.loads(live.proto.json)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pages.harness import details_drawn, run_page
+from tests.pages.harness import components, details_drawn, run_page
 from ui.when_idle import DETAILS_PENDING
 
 PROMPT = "What's the capital of India?"
@@ -20,20 +20,16 @@ def _captions(app) -> list[str]:
     return [caption.value for caption in app.caption]
 
 
-def _has_component(app, key: str) -> bool:
-    return any(component.proto.id.endswith(key) for component in app.get("bidi_component"))
-
-
 @pytest.mark.parametrize("url_path", list(PICTURES))
 def test_the_first_run_draws_the_picture_and_the_next_its_details(url_path):
     first = run_page(url_path, drawn=False, prompt=PROMPT, temperature=0)
     assert not first.exception
-    assert _has_component(first, PICTURES[url_path])
+    assert components(first, PICTURES[url_path])
     assert not first.get("plotly_chart"), "a Plotly chart in the first run makes the picture wait for plotly.js"
     assert DETAILS_PENDING in _captions(first)
 
     drawn = details_drawn(first)
     assert not drawn.exception
-    assert _has_component(drawn, PICTURES[url_path])
+    assert components(drawn, PICTURES[url_path])
     assert drawn.get("plotly_chart"), "the details never came"
     assert DETAILS_PENDING not in _captions(drawn)
