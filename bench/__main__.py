@@ -102,7 +102,7 @@ def pages_section() -> None:
     from playwright.sync_api import sync_playwright
 
     from bench.app_server import AppServer
-    from bench.browser_timings import (attention_forward_rows, forward_tab_rows, fragment_rows,
+    from bench.browser_timings import (browser_control_rows, forward_tab_rows, fragment_rows,
                                         generation_kv_streaming_rows, measure_instant_controls, page_open_rows,
                                         page_switch_rows)
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
@@ -124,7 +124,7 @@ def pages_section() -> None:
             browser.close()
     heading("pages: controls redrawn in the browser (tests/browser/test_instant_*.py, run alone just now)")
     measure_instant_controls()
-    for name, figure, target in attention_forward_rows() + fragment_rows() + generation_kv_streaming_rows():
+    for name, figure, target in browser_control_rows() + fragment_rows() + generation_kv_streaming_rows():
         row(name, figure, target, _verdict(figure, target))
 
 

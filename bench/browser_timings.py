@@ -260,12 +260,13 @@ def forward_tab_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list
     return rows
 
 
-def attention_forward_rows() -> list[tuple[str, str, str]]:
-    """The Attention and Forward pass pages: each control's median redraw in the browser and what each page sends
-    its live figure (their open times are page_open_rows')."""
+def browser_control_rows() -> list[tuple[str, str, str]]:
+    """The controls redrawn in the browser (Attention, Forward pass, Next token's scale, the Embeddings strip's
+    slider): each one's median redraw and what those pages send their live figure (open times are
+    page_open_rows')."""
     path = SCREENSHOTS / INSTANT_CONTROLS_FILE
     if not path.exists():
-        return [("Attention / Forward pass controls", "-", "run tests/browser/test_instant_controls.py")]
+        return [("controls redrawn in the browser", "-", "run tests/browser/test_instant_controls.py")]
     measured = json.loads(path.read_text())
     rows = [(f"{name} step -> figure redrawn (ms, median of {figure['steps']})", f"{figure['median_ms']:.1f}",
              f"<= {REDRAW_TARGET_MS} ms") for name, figure in measured["controls"].items()]
@@ -291,9 +292,8 @@ def measure_instant_controls() -> None:
 
 
 def fragment_rows() -> list[tuple[str, str, str]]:
-    """The controls that rerun only their own fragment (the Embeddings page's slider and word list, the Next
-    token page's scale, the Context window page's window and truncation demo): the median from the control to
-    the run's end, from the last browser-suite run."""
+    """The controls that rerun only their own fragment (the Embeddings page's word list, the Context window page's
+    window and truncation demo): the median from the control to the run's end, from the last browser-suite run."""
     path = SCREENSHOTS / INSTANT_FRAGMENTS_FILE
     if not path.exists():
         return [("fragment controls", "-", "run tests/browser/test_instant_controls.py")]

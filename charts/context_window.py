@@ -1,4 +1,5 @@
-"""Context window page view: the token budget as stacked horizontal bars against the window.
+"""Context window charts: the token budget as stacked horizontal bars against the window (drawn in the browser on
+the page; in Plotly for Live calls and the handout).
 
 Each row is one prompt (e.g. "this run", "with tools and documents", "after truncation"); its
 bar is the prompt's segments, then the output reserve, then the free space; a dashed line marks
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from charts.bars import BarChart, BarRow, BarView, Segment, Series, bars_data
 from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title, wrap_label
 from lifecycle.stages.context_window import DEFAULT_SYSTEM, DOCUMENTS, HISTORY, NEW_MESSAGE, SYSTEM, TEMPLATE as TEMPLATE_SEGMENT
 from lifecycle.stages.context_window import TOOLS, ContextBudget
@@ -83,3 +85,21 @@ def budget_chart(rows: Sequence[tuple[str, ContextBudget]]) -> go.Figure:
         margin=dict(t=70),
     )
     return figure
+
+
+def budget_bars(rows: Sequence[tuple[str, ContextBudget]]) -> dict:
+    """Stacked bars (ui.live_bars), one row per (label, budget), against the first budget's window: a dashed line
+    marks it, so an overflowing row runs past it."""
+    present = [part for part in BUDGET_PARTS if any(budget_parts(budget).get(part) for _, budget in rows)]
+    series = [Series(PART_LABELS.get(part, part), PART_COLOURS[part]) for part in present]
+    bar_rows = []
+    for label, budget in rows:
+        parts = budget_parts(budget)
+        segments = [Segment(parts[part], f"{parts[part]:,}", present.index(part),
+                            f"{PART_LABELS.get(part, part)}: {parts[part]:,} tokens")
+                    for part in present if parts.get(part)]
+        bar_rows.append(BarRow(label, segments, title=f"{label}: {budget.prompt_tokens + budget.output_reserve:,} of {budget.window:,} tokens"))
+    window = rows[0][1].window
+    view = BarView("tokens", "Context window (tokens)", bar_rows, line=(window, f"window {window:,}"))
+    return bars_data(BarChart(views=[view], series=series, mode="stack", legend=True,
+                              label=f"The prompt's tokens, the output reserve and the free space in a {window:,}-token window"))

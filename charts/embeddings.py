@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale, unlabel_rgb
 
 from lifecycle.stages.vocabulary import show_token
 from charts.theme import DIVERGING, LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title
@@ -45,6 +47,32 @@ def embedding_strip(vectors: np.ndarray, labels: Sequence[str], dims: int) -> go
         height=max(320, 22 * len(labels) + 140),
     )
     return figure
+
+
+STRIP_STEP = 16  # the strip's slider moves by this many dimensions
+STRIP_START = 64
+
+
+def strip_data(vectors: np.ndarray, labels: Sequence[str], hint: str) -> dict:
+    """The strip for the browser (ui.live_strip): every dimension of each row once, as little-endian float16 in
+    base64 (a third of the characters of JSON numbers; ~3 significant digits, what the colours and the hover's
+    readout show), and the diverging colour scale as RGB stops."""
+    values = np.ascontiguousarray(np.asarray(vectors, dtype="<f2"))
+    if values.ndim != 2 or values.shape[0] != len(labels):
+        raise ValueError(f"one label per row: {len(labels)} labels for vectors of shape {values.shape}")
+    dims = int(values.shape[1])
+    return {
+        "labels": list(labels),
+        "dims": dims,
+        "values": base64.b64encode(values.tobytes()).decode("ascii"),
+        "start": min(STRIP_START, dims),
+        "step": min(STRIP_STEP, dims),
+        "scale": [[round(float(at), 4), [int(c) for c in unlabel_rgb(rgb)]] for at, rgb in get_colorscale(DIVERGING)],
+        "axis": "Embedding dimension",
+        "bar_title": "value",
+        "hint": hint,
+        "label": f"The input vectors of {len(labels)} tokens, {dims} numbers each, as coloured cells",
+    }
 
 
 # Label placement assumes the smallest plot area the page gives the map (a phone, or half a projector).

@@ -1,6 +1,6 @@
-"""Context window budget bars: every part's tokens in order, the window line, overflow past it."""
+"""Context window budget bars (browser-drawn and Plotly): every part's tokens in order, the window line, overflow past it."""
 
-from charts.context_window import FREE, OUTPUT_RESERVE, budget_chart, budget_parts
+from charts.context_window import FREE, OUTPUT_RESERVE, budget_bars, budget_chart, budget_parts
 from lifecycle.stages.context_window import DEFAULT_SYSTEM, HISTORY, NEW_MESSAGE, TEMPLATE, TOOLS, ContextBudget, ContextSegment
 
 
@@ -19,7 +19,39 @@ def test_parts_follow_the_drawing_order_and_add_up_to_the_window():
     assert parts[FREE] == 50 and sum(parts.values()) == 100
 
 
-def test_chart_traces_carry_each_rows_tokens():
+def _by_series(chart: dict) -> dict[str, list[float]]:
+    """Each series' tokens per row (0 where a row has none of it)."""
+    names = [series["name"] for series in chart["series"]]
+    rows = chart["views"][0]["rows"]
+    return {name: [next((s["value"] for s in row["segments"] if s["series"] == index), 0) for row in rows]
+            for index, name in enumerate(names)}
+
+
+def test_the_bars_carry_each_rows_tokens_stacked():
+    run = budget(256, 48, template=12, default=20, new=8)
+    bigger = budget(256, 48, template=12, default=20, tools=90, history=120, new=8)
+    chart = budget_bars([("this run", run), ("with tools", bigger)])
+    by_name = _by_series(chart)
+    assert by_name["template overhead"] == [12, 12]
+    assert by_name[TOOLS] == [0, 90] and by_name[HISTORY] == [0, 120]
+    assert by_name[OUTPUT_RESERVE] == [48, 48]
+    assert by_name[FREE] == [168, 0]
+    assert [row["label"] for row in chart["views"][0]["rows"]] == ["this run", "with tools"]
+    assert chart["mode"] == "stack" and chart["legend"]
+    assert chart["views"][0]["axis"] == "Context window (tokens)"
+    assert chart["views"][0]["rows"][1]["segments"][1]["text"] == "90"
+
+
+def test_overflow_runs_past_the_window_line():
+    over = budget(256, 48, template=12, default=20, history=300, new=8)
+    chart = budget_bars([("overflowing", over)])
+    assert chart["views"][0]["line"] == {"at": 256.0, "label": "window 256"}
+    total = sum(s["value"] for s in chart["views"][0]["rows"][0]["segments"])
+    assert total == 388 > 256
+    assert FREE not in _by_series(chart)
+
+
+def test_the_plotly_chart_traces_carry_each_rows_tokens():
     run = budget(256, 48, template=12, default=20, new=8)
     bigger = budget(256, 48, template=12, default=20, tools=90, history=120, new=8)
     figure = budget_chart([("this run", run), ("with tools", bigger)])
@@ -33,7 +65,7 @@ def test_chart_traces_carry_each_rows_tokens():
     assert figure.layout.xaxis.title.text == "Context window (tokens)"
 
 
-def test_overflow_runs_past_the_window_line():
+def test_the_plotly_chart_runs_past_the_window_line():
     over = budget(256, 48, template=12, default=20, history=300, new=8)
     figure = budget_chart([("overflowing", over)])
     line = figure.layout.shapes[0]

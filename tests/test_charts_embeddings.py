@@ -1,10 +1,14 @@
 """Embeddings page charts: the figures carry exactly the numbers they are given, labelled."""
 
+import base64
+
 import numpy as np
 import plotly.graph_objects as go
+import pytest
+from plotly.colors import get_colorscale, unlabel_rgb
 
 from charts.theme import DIVERGING
-from charts.embeddings import embedding_strip, pca_map, similarity_matrix, token_labels
+from charts.embeddings import embedding_strip, pca_map, similarity_matrix, strip_data, token_labels
 
 
 def test_token_labels_are_unique_and_show_whitespace():
@@ -22,6 +26,22 @@ def test_strip_keeps_the_first_dims_centred_on_zero():
     assert heat.colorscale == go.Heatmap(colorscale=DIVERGING).colorscale
     assert list(heat.y) == ["0: 'a'", "1: 'b'"]
     assert "first 5 of 12" in figure.layout.xaxis.title.text
+
+
+def test_the_browser_strip_carries_every_dimension_as_float16_with_the_diverging_scale():
+    vectors = np.linspace(-0.9, 0.9, 2 * 40).reshape(2, 40)
+    data = strip_data(vectors, ["0: a", "1: b"], "Point at a cell.")
+    decoded = np.frombuffer(base64.b64decode(data["values"]), dtype="<f2").reshape(2, 40)
+    np.testing.assert_allclose(decoded, vectors, rtol=1e-3)
+    assert (data["dims"], data["start"], data["step"]) == (40, 40, 16)  # the slider starts at all 40 of 40
+    assert [at for at, _ in data["scale"]] == pytest.approx([at for at, _ in get_colorscale(DIVERGING)])
+    assert data["scale"][0][1] == list(unlabel_rgb(get_colorscale(DIVERGING)[0][1]))
+    assert data["labels"] == ["0: a", "1: b"] and data["hint"] == "Point at a cell."
+
+
+def test_the_browser_strip_wants_one_label_per_row():
+    with pytest.raises(ValueError, match="one label per row"):
+        strip_data(np.zeros((3, 8)), ["0: a"], "")
 
 
 def test_pca_map_has_one_labelled_trace_per_group():

@@ -1,11 +1,10 @@
-"""Next-token page charts: candidate bars in both scales and the log-log rank curve of the whole vocabulary."""
+"""Next-token charts: candidate bars (browser-drawn in both views; Plotly) and the log-log rank curve of the vocabulary."""
 
 import math
 
 import numpy as np
-import pytest
 
-from charts.next_token import BAR_LABEL_CHARS, candidate_bars, curve_ranks, rank_curve
+from charts.next_token import BAR_LABEL_CHARS, candidate_bars, candidate_chart, curve_ranks, rank_curve
 from lifecycle.stages.sampling import TokenCandidate
 
 CANDIDATES = [
@@ -15,32 +14,39 @@ CANDIDATES = [
 ]
 
 
-def test_probability_bars_carry_the_candidates_in_rank_order():
-    figure = candidate_bars(CANDIDATES, "probability")
+def test_the_bars_carry_the_candidates_in_rank_order_in_both_views():
+    chart = candidate_chart(CANDIDATES)
+    probability, logprob = chart["views"]
+    assert [r["label"] for r in probability["rows"]] == ["#1 ␣blue", "#2 ␣red", "#3 ↵"]
+    assert [r["segments"][0]["value"] for r in probability["rows"]] == [0.6, 0.3, 0.1]
+    assert [r["segments"][0]["text"] for r in probability["rows"]] == ["60.0%", "30.0%", "10.0%"]
+    assert probability["format"] == "percent" and probability["axis"].startswith("Probability")
+    np.testing.assert_allclose([r["segments"][0]["value"] for r in logprob["rows"]],
+                               [math.log(0.6), math.log(0.3), math.log(0.1)])
+    assert [r["segments"][0]["text"] for r in logprob["rows"]] == ["-0.51", "-1.20", "-2.30"]
+    assert logprob["axis"].startswith("Log-probability") and chart["toggle"] == "Show"
+    assert probability["rows"][0]["title"] == "␣blue (id 10): 0.6000"
+
+
+def test_a_long_token_label_is_cut_and_the_hover_keeps_it_whole_unescaped():
+    long = TokenCandidate(7, "<0xE0><0xA6>", 0.2, math.log(0.2), 13)
+    row = candidate_chart([long])["views"][0]["rows"][0]
+    assert row["label"] == "#13 <0xE0><0…"  # BAR_LABEL_CHARS characters shown; the browser sets it as text
+    assert len("<0xE0><0…") == BAR_LABEL_CHARS
+    assert row["title"].startswith("<0xE0><0xA6> (id 7)")
+
+
+def test_the_plotly_bars_carry_the_candidates_in_rank_order_escaped():
+    figure = candidate_bars(CANDIDATES)
     bar = figure.data[0]
     assert list(bar.x) == [0.6, 0.3, 0.1]
     assert list(bar.y) == ["#1 ␣blue", "#2 ␣red", "#3 ↵"]
     assert [list(item) for item in bar.customdata] == [[10, "␣blue"], [11, "␣red"], [12, "↵"]]
     assert figure.layout.xaxis.title.text.startswith("Probability")
-
-
-def test_a_long_token_label_is_cut_and_the_hover_keeps_it_whole():
     long = TokenCandidate(7, "<0xE0><0xA6>", 0.2, math.log(0.2), 13)
-    bar = candidate_bars([long], "probability").data[0]
-    assert bar.y[0] == "#13 &lt;0xE0&gt;&lt;0…"  # BAR_LABEL_CHARS characters shown, then escaped
-    assert len("<0xE0><0…") == BAR_LABEL_CHARS
-    assert bar.customdata[0][1] == "&lt;0xE0&gt;&lt;0xA6&gt;"  # escaped: Plotly renders a few HTML tags
-
-
-def test_logprob_bars_use_natural_logs():
-    figure = candidate_bars(CANDIDATES, "logprob")
-    np.testing.assert_allclose(list(figure.data[0].x), [math.log(0.6), math.log(0.3), math.log(0.1)])
-    assert figure.layout.xaxis.title.text.startswith("Log-probability")
-
-
-def test_unknown_scale_is_refused():
-    with pytest.raises(ValueError):
-        candidate_bars(CANDIDATES, "percent")
+    bar = candidate_bars([long]).data[0]
+    assert bar.y[0] == "#13 &lt;0xE0&gt;&lt;0…"  # escaped: Plotly renders a few HTML tags
+    assert bar.customdata[0][1] == "&lt;0xE0&gt;&lt;0xA6&gt;"
 
 
 def test_curve_ranks_cover_first_and_last_rank_without_repeats():

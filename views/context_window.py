@@ -1,11 +1,15 @@
-"""Context window page: the chat template around the messages and the token budget of the context window."""
+"""Context window page: the chat template around the messages and the token budget of the context window.
+
+The budgets are drawn in the browser (ui.live_bars): the page holds no Plotly chart, so a new tab draws its
+picture without waiting for plotly.js.
+"""
 
 import json
 
 import pandas as pd
 import streamlit as st
 
-from charts.context_window import BUDGET_PARTS, PART_LABELS, budget_chart
+from charts.context_window import BUDGET_PARTS, PART_LABELS, budget_bars
 from lifecycle.stages.context_window import (
     CONTEXT_WINDOWS,
     Conversation,
@@ -17,6 +21,7 @@ from lifecycle.stages.context_window import (
 from lifecycle.errors import LifecycleError
 from lifecycle.lessons.context_window import budget_lesson, overflow_demo_sentence, truncation_lesson, window_sentence
 from ui.frame import lesson, loaded_model, stage_page
+from ui.live_bars import live_bars
 
 MAX_TEMPLATE_CHARS = 6_000
 WINDOW_LABELS = {
@@ -124,11 +129,11 @@ def overflow_demo(settings) -> None:
         cut = truncate_oldest_turns(full, window, settings.max_tokens)
     except LifecycleError as error:
         st.warning(f"{error.message} An API would answer 400 context_length_exceeded here.")
-        st.plotly_chart(budget_chart([("before", before)]), width="stretch", theme=None)
+        live_bars(budget_bars([("before", before)]), key="context_overflow")
         return
     lesson(truncation_lesson(window, before.overflow, cut.strategy, len(cut.dropped), len(full.history),
                              cut.budget.prompt_tokens, cut.budget.free))
-    st.plotly_chart(budget_chart([("before", before), ("after truncation", cut.budget)]), width="stretch", theme=None)
+    live_bars(budget_bars([("before", before), ("after truncation", cut.budget)]), key="context_overflow")
     st.markdown("**Dropped messages** (oldest first)")
     st.table(pd.DataFrame(cut.dropped, columns=["role", "content"]))
     st.markdown("**Kept history**")
@@ -181,7 +186,7 @@ def budget_and_template(settings, run_prompt: RenderedPrompt) -> None:
         rows.append((label, render_prompt(conversation(settings, tools, documents))))
     budgets = [(label, context_budget(prompt, window, settings.max_tokens)) for label, prompt in rows]
     with chart_box:
-        st.plotly_chart(budget_chart(budgets), width="stretch", theme=None)
+        live_bars(budget_bars(budgets), key="context_budget")
         if len(rows) > 1:
             extra = budgets[1][1].prompt_tokens - budgets[0][1].prompt_tokens
             st.markdown(f"The tools and documents cost **{extra:,} more tokens** on every call that carries them.")

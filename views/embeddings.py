@@ -1,10 +1,14 @@
-"""Embeddings page: each token id picks a row of the embedding table, a vector of 576 numbers."""
+"""Embeddings page: each token id picks a row of the embedding table, a vector of the model's hidden size.
+
+The strip is drawn in the browser (ui.live_strip), its slider too; the word map's Plotly charts come in the
+word map's own run once the strip is drawn (ui.when_idle), so a new tab does not wait for plotly.js.
+"""
 
 import numpy as np
 import streamlit as st
 
 from charts.theme import DIVERGING_MEANING
-from charts.embeddings import embedding_strip, pca_map, similarity_matrix, token_labels
+from charts.embeddings import pca_map, similarity_matrix, strip_data, token_labels
 from lifecycle.errors import LifecycleError
 from lifecycle.journey import PreparedPrompt
 from lifecycle.model import LoadedModel
@@ -12,12 +16,16 @@ from lifecycle.stages.forward_pass import ForwardPass, cosine_similarity_matrix,
 from lifecycle.lessons.embeddings import embedding_sentence, pca_sentence
 from ui.cache import inspected_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
+from ui.live_strip import live_strip
 from ui.text import quoted
+from ui.when_idle import details_ready
 
 DEFAULT_WORDS = "car, automobile, vehicle, truck, banana, apple"
 MAX_STRIP_TOKENS = 96
 MAX_MAP_TOKENS = 40
 MAX_WORDS = 24
+DETAILS = "embeddings_details"  # ui.when_idle: the word map's Plotly charts come in its run after the strip is drawn
+STRIP_HINT = "Point at a cell for its token, dimension and value."
 
 
 @per_prompt_cache
@@ -83,21 +91,14 @@ def render() -> None:
         _word_map(prepared, forward, loaded)
 
 
-@st.fragment
 def _strip(vectors: np.ndarray, texts: list[str]) -> None:
-    """The embedding strip and its slider: a step of the slider reruns this fragment alone, not the page."""
+    """The embedding strip, drawn in the browser with its "Dimensions shown" slider (no script run)."""
     count, dims = vectors.shape
     rows = min(count, MAX_STRIP_TOKENS)
-    shown_dims = st.session_state.get("embedding_dims", min(64, dims))
-    st.plotly_chart(
-        embedding_strip(vectors[:rows], token_labels(texts[:rows]), shown_dims),
-        key="embedding_strip", theme=None
-    )
+    live_strip(strip_data(vectors[:rows], token_labels(texts[:rows]), STRIP_HINT), key="embedding_strip")
     st.caption(f"{DIVERGING_MEANING} Single dimensions carry no readable meaning; "
                "meaning lives in directions spread over many of them."
                + (f" Showing the first {rows} of {count} tokens." if rows < count else ""))
-    st.slider("Dimensions shown", 16, dims, min(64, dims), 16, key="embedding_dims",
-              help=f"Each vector has {dims} numbers; the strip shows the first ones.")
 
 
 @st.fragment
@@ -108,6 +109,8 @@ def _word_map(prepared: PreparedPrompt, forward: ForwardPass, loaded: LoadedMode
     st.subheader("Which words sit close together?", anchor=False)
     typed = st.text_input("Words to compare (comma-separated)", DEFAULT_WORDS, key="embedding_words",
                           help="Each word is embedded as it appears mid-sentence, with a leading space.")
+    if not details_ready(DETAILS):
+        return
     try:
         words = parse_words(typed)
         word_vecs, token_counts = word_vectors(tuple(words))

@@ -1,18 +1,25 @@
-"""Next-token page: the model's probability for every token in the vocabulary, at the prompt's end."""
+"""Next-token page: the model's probability for every token in the vocabulary, at the prompt's end.
+
+The top candidates are drawn in the browser (ui.live_bars), which also switches their scale; the Plotly
+charts (the whole vocabulary, the answer's log-probabilities) come in the run after that picture is drawn.
+"""
 
 import numpy as np
 import streamlit as st
 
 from charts.logprobs import steps_logprob_figure
-from charts.next_token import candidate_bars, rank_curve
+from charts.next_token import candidate_chart, rank_curve
 from lifecycle.lessons.next_token import next_token_lesson
 from lifecycle.stages.sampling import TokenCandidate
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import finished_answer, prefilled_prompt
 from ui.frame import lesson, stage_page
+from ui.live_bars import live_bars
 from ui.text import quoted
+from ui.when_idle import details_ready
 
 TOP_CANDIDATES = 15
+DETAILS = "next_token_details"  # ui.when_idle: the Plotly charts come in the run after the bars are drawn
 
 
 def render() -> None:
@@ -30,7 +37,9 @@ def render() -> None:
             _candidates(top)
         with right:
             st.subheader("The whole vocabulary", anchor=False)
-            st.plotly_chart(rank_curve(dist.probs), key="next_token_curve", theme=None)
+            ready = details_ready(DETAILS)
+            if ready:
+                st.plotly_chart(rank_curve(dist.probs), key="next_token_curve", theme=None)
             st.caption(f"Every one of the {vocab:,} tokens, sorted by probability: from {best.probability:.1%} for "
                        f"the top token down to {dist.probs.min():.1e} for the least likely.")
 
@@ -63,7 +72,7 @@ def render() -> None:
                 "temperature to 0 (and repetition penalty to 1) and it always is."
             )
 
-        if answer is not None and answer.generation.steps:
+        if ready and answer is not None and answer.generation.steps:
             steps = answer.generation.steps
             st.subheader("Every token of the answer, highlighted by its log-probability", anchor=False)
             st.plotly_chart(steps_logprob_figure(steps), key="next_token_logprobs", theme=None)
@@ -75,13 +84,9 @@ def render() -> None:
             )
 
 
-@st.fragment
 def _candidates(top: list[TokenCandidate]) -> None:
-    """The top candidates as bars: switching their scale reruns this fragment alone, not the page."""
+    """The top candidates as bars drawn in the browser; their "Show" buttons switch the scale there, with no run."""
     st.subheader(f"Top {TOP_CANDIDATES} candidates", anchor=False)
-    scale = st.segmented_control("Show", ["probability", "log-probability"], default="probability",
-                                 key="next_token_scale") or "probability"
-    figure = candidate_bars(top, "logprob" if scale == "log-probability" else "probability")
-    st.plotly_chart(figure, key="next_token_bars", theme=None)
+    live_bars(candidate_chart(top), key="next_token_bars")
     st.caption(f"Together these {TOP_CANDIDATES} hold {sum(c.probability for c in top):.1%} of the "
                "probability. Log-probability is what APIs return as `logprobs`.")

@@ -87,7 +87,7 @@ def chart_text_problems(page: Page) -> list[str]:
 
 
 # The live figures the app draws in SVG itself (ui/live_*.js), not with Plotly.
-LIVE_FIGURES = ".live-sampling, .live-attention, .live-block, .live-replay"
+LIVE_FIGURES = ".live-sampling, .live-attention, .live-block, .live-replay, .live-bars, .live-strip"
 
 # Every visible text of every live figure's SVGs as the four corners of its box on screen, with its SVG's box.
 _LIVE_TEXTS = """(selector) => [...document.querySelectorAll(selector)].flatMap(root =>

@@ -1,6 +1,6 @@
-"""The Attention and Forward pass pages' controls redraw their figures in the browser, without a Streamlit
-script run, the Embeddings, Next token and Context window pages' controls rerun only their own fragment, and how fast
-is measured.
+"""The Attention, Forward pass, Next token and Embeddings pages' controls redraw their figures in the browser,
+without a Streamlit script run, the Embeddings word list and the Context window page's controls rerun only their
+own fragment, and how fast is measured.
 
 Each control (layer, head, query token; layer, query head) is moved a few steps; each step must be redrawn by the
 control's own handler in the browser (the component counts those redraws apart from new data a script run brings)
@@ -98,7 +98,7 @@ def _payload(page, url_path: str) -> int:
     return page.locator(LIVE[url_path]).evaluate("root => JSON.stringify(root.liveData).length")
 
 
-def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, page, screenshots):
+def test_attention_forward_pass_and_next_token_controls_redraw_in_the_browser(app_url, page):
     open_page(page, app_url, "attention", prompt=PROMPT, temperature=0)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     payloads = {"attention": _payload(page, "attention")}
@@ -126,16 +126,43 @@ def test_attention_and_forward_pass_controls_redraw_in_the_browser(app_url, page
         f"position {drawn['position']}")  # the lesson speaks of the token chosen in the block
     assert token.split(":", 1)[0].strip() == str(drawn["position"])
 
-    record = {
-        "controls": {f"attention.{k}": v for k, v in attention.items()}
-        | {f"forward-pass.{k}": v for k, v in forward.items()},
-        "payload_kib": {url_path: round(payloads[url_path] / 1024, 1) for url_path in LIVE},
-        "measures": "control input event to the next animation frame after the component updated its SVG "
-                    "(median of the steps); payload: the JSON the page sent its live figure",
-    }
-    (screenshots / INSTANT_CONTROLS_FILE).write_text(json.dumps(record, indent=1) + "\n")
-    print(f"\ninstant controls: {json.dumps(record)}")
-    assert all(v["median_ms"] > 0 for v in record["controls"].values())
+    scale = _next_token_scale(page, app_url)
+
+    controls = ({f"attention.{k}": v for k, v in attention.items()} | {f"forward-pass.{k}": v for k, v in forward.items()}
+                | {"next-token.scale": scale})
+    _record_controls(controls, payloads)
+    assert all(v["median_ms"] > 0 for v in controls.values())
+
+
+def _record_controls(controls: dict[str, dict], payloads: dict[str, int]) -> None:
+    """Merge these controls' redraw times and these pages' payloads into INSTANT_CONTROLS_FILE, under a lock (two
+    tests write it, and xdist workers may run them at once)."""
+    def merge(record: dict) -> None:
+        record["controls"] = record.get("controls", {}) | controls
+        record["payload_kib"] = record.get("payload_kib", {}) | {page: round(n / 1024, 1) for page, n in payloads.items()}
+        record["measures"] = ("control input event to the next animation frame after the component updated its "
+                              "figure (median of the steps); payload: the JSON the page sent its live figure")
+    print(f"\ninstant controls: {json.dumps(_merged(INSTANT_CONTROLS_FILE, merge))}")
+
+
+def _next_token_scale(page, app_url: str) -> dict:
+    """The Next token page's "Show" buttons switch its bars between probability and log-probability in the
+    browser (ui/live_bars.js): no script run, and the axis follows. Pressed from the keyboard, so the redraw is
+    timed from the key, as a slider's step is."""
+    open_page(page, app_url, "next-token", prompt=PROMPT, temperature=0)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    wait_idle(page)
+    bars = page.locator(".live-bars").first
+    page.evaluate(_WATCH_RUNS)
+    times = []
+    for view in ("log-probability", "probability") * 2:
+        button = bars.locator(f'button[data-view="{view}"]')
+        button.focus()
+        times.append(_step(page, ".live-bars", lambda: button.press("Enter")))
+        expect(bars.locator(".lb-axis")).to_contain_text("Log-probability" if view == "log-probability" else "Probability")
+        expect(button).to_have_attribute("aria-checked", "true")
+    assert page.evaluate("() => window.scriptRuns") == 0, "switching the scale ran the page's script"
+    return {"median_ms": round(statistics.median(times), 1), "max_ms": round(max(times), 1), "steps": len(times)}
 
 
 def _fragment_run(page, socket: Socket, act) -> float:
@@ -158,19 +185,24 @@ def _opened(page, app_url: str, url_path: str):
     return socket, page.get_by_test_id("stMainBlockContainer")
 
 
-def test_the_embeddings_controls_rerun_their_fragment_alone(app_url, page):
-    """The strip's "Dimensions shown" slider and the word list each rerun only their own fragment (a server round
-    trip, no model run): the browser asks for the fragment's run and the server ends it as one, never the page's.
-    The times go to INSTANT_FRAGMENTS_FILE."""
+def test_the_embeddings_slider_redraws_in_the_browser_and_the_words_rerun_their_fragment(app_url, page):
+    """The strip's "Dimensions shown" slider redraws in the browser (ui/live_strip.js) with no script run; the word
+    list reruns only its own fragment (a server round trip, no model run): the browser asks for the fragment's run
+    and the server ends it as one, never the page's. The times go to INSTANT_CONTROLS_FILE and
+    INSTANT_FRAGMENTS_FILE."""
     socket, main = _opened(page, app_url, "embeddings")
-    slider = main.get_by_test_id("stSlider").filter(has_text="Dimensions shown").get_by_role("slider")
-    shown = slider.get_attribute("aria-valuenow")
+    strip = page.locator(".live-strip")
+    slider = strip.locator('input[data-control="dims"]')
+    shown = slider.input_value()
+    page.evaluate(_WATCH_RUNS)
     steps = []
     for key in ["ArrowRight"] * 3 + ["ArrowLeft"] * 3:
         slider.focus()
-        steps.append(_fragment_run(page, socket, lambda key=key: slider.press(key)))
-        wait_idle(page)
-    assert slider.get_attribute("aria-valuenow") == shown  # three steps up and three down
+        steps.append(_step(page, ".live-strip", lambda key=key: slider.press(key)))
+    assert slider.input_value() == shown  # three steps up and three down
+    assert page.evaluate("() => window.scriptRuns") == 0, "the slider ran the page's script"
+    expect(strip.locator(".ls-axis")).to_contain_text(f"first {shown} of")
+    payload = strip.evaluate("root => JSON.stringify(root.liveData).length")
     box = main.get_by_test_id("stTextInput").filter(has_text="Words to compare").locator("input")
     words = []
     for typed in ("king, queen, man, woman", "cat, dog, car, bus"):
@@ -178,28 +210,17 @@ def test_the_embeddings_controls_rerun_their_fragment_alone(app_url, page):
         words.append(_fragment_run(page, socket, lambda: box.press("Enter")))
         wait_idle(page)
         expect(main.get_by_test_id("stPlotlyChart").last).to_contain_text(typed.split(", ")[-1])
-    _record_fragments({"embeddings.dimensions": steps, "embeddings.words": words})
-
-
-def test_the_next_token_scale_reruns_its_fragment_alone(app_url, page):
-    """Switching the candidates between probability and log-probability reruns the bars' fragment alone; the bars'
-    axis follows. The times go to INSTANT_FRAGMENTS_FILE."""
-    socket, main = _opened(page, app_url, "next-token")
-    bars = main.get_by_test_id("stPlotlyChart").first
-    scales = []
-    for scale in ("log-probability", "probability", "log-probability", "probability"):
-        button = main.get_by_role("radio", name=scale, exact=True)
-        scales.append(_fragment_run(page, socket, button.click))
-        wait_idle(page)
-        expect(bars.locator(".xtitle")).to_contain_text("Log-probability" if scale == "log-probability" else "Probability")
-    _record_fragments({"next-token.scale": scales})
+    _record_controls({"embeddings.dimensions": {"median_ms": round(statistics.median(steps), 1),
+                                                "max_ms": round(max(steps), 1), "steps": len(steps)}},
+                     {"embeddings": payload})
+    _record_fragments({"embeddings.words": words})
 
 
 def test_the_context_window_controls_rerun_their_fragment_alone(app_url, page):
     """The budget's window choice and the overflow demo's small window each rerun their own fragment alone; the
     chart follows the window, the demo its cut. The times go to INSTANT_FRAGMENTS_FILE."""
     socket, main = _opened(page, app_url, "context-window")
-    budget = main.get_by_test_id("stPlotlyChart").first
+    budget = main.locator(".live-bars").first
     windows = []
     for size in ("32,768", "128,000", "8,192"):
         choice = main.get_by_test_id("stRadio").get_by_text(re.compile(rf"preset \({size}\)"))
@@ -215,13 +236,20 @@ def test_the_context_window_controls_rerun_their_fragment_alone(app_url, page):
 
 
 def _record_fragments(times: dict[str, list[float]]) -> None:
-    """Merge these controls' median times into INSTANT_FRAGMENTS_FILE: each fragment test writes its own controls,
-    under a lock (xdist workers may run those tests at once)."""
-    path = SCREENSHOTS / INSTANT_FRAGMENTS_FILE
+    """Merge these controls' median times into INSTANT_FRAGMENTS_FILE: each fragment test writes its own controls."""
+    def merge(record: dict) -> None:
+        record |= {name: {"median_ms": round(statistics.median(ms), 1), "steps": len(ms)} for name, ms in times.items()}
+        record["measures"] = "control event to its fragment run's end arriving on the websocket (a server round trip)"
+    print(f"\ninstant fragments: {json.dumps(_merged(INSTANT_FRAGMENTS_FILE, merge))}")
+
+
+def _merged(name: str, merge) -> dict:
+    """The JSON record in SCREENSHOTS / ``name`` after ``merge`` changed it in place, written back under a lock."""
+    path = SCREENSHOTS / name
+    path.parent.mkdir(exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         record = json.loads(path.read_text()) if path.exists() else {}
-        record |= {name: {"median_ms": round(statistics.median(ms), 1), "steps": len(ms)} for name, ms in times.items()}
-        record["measures"] = "control event to its fragment run's end arriving on the websocket (a server round trip)"
+        merge(record)
         path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"\ninstant fragments: {json.dumps(record)}")
+    return record

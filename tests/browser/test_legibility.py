@@ -34,6 +34,9 @@ MAIN_VISUAL = {
     "failures": '[data-testid="stForm"]',  # the fault and the client's settings (the timeline comes once sent)
     "tokenization": ".token-chips",  # the prompt cut into tokens
     "live-calls": '[data-testid="stMetric"]',  # the model and its queue, live
+    "context-window": ".live-bars svg",  # the budget (ui/live_bars.js), drawn in SVG
+    "embeddings": ".live-strip svg",  # the strip of input vectors (ui/live_strip.js)
+    "next-token": ".live-bars svg",  # the top candidates (ui/live_bars.js), drawn in SVG, not Plotly
     "sampling": ".live-sampling svg",  # the live chart (ui/live_sampling.js), drawn in SVG, not Plotly
     "attention": ".live-attention svg",  # the live maps (ui/live_attention.js)
     "forward-pass": ".live-block svg",  # the live block (ui/live_block.js)
@@ -179,7 +182,7 @@ def test_a_lesson_shows_its_first_sentences_and_folds_the_rest(app_url, page):
     short = lesson.inner_text()
     more = main.get_by_test_id("stExpander").filter(has_text="More of this lesson")
     expect(more).to_have_count(1)
-    bars = main.get_by_test_id("stPlotlyChart").first
+    bars = main.locator(".live-bars")
     assert more.bounding_box()["y"] < bars.bounding_box()["y"]  # right under the sentences, above the chart
     more.locator("summary").click()
     expect(more.get_by_test_id("stMarkdown").first).to_contain_text("The entropy is")

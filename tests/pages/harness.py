@@ -39,9 +39,9 @@ from streamlit.util import calc_hash
 
 from ui.frame import MORE_LESSON
 from ui.stages import stage
-from views import generation, kv_cache, sampling, streaming
+from views import embeddings, generation, kv_cache, next_token, sampling, streaming
 
-DETAILS_KEYS = tuple(view.DETAILS for view in (generation, kv_cache, sampling, streaming))
+DETAILS_KEYS = tuple(view.DETAILS for view in (embeddings, generation, kv_cache, next_token, sampling, streaming))
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 # Before every run AppTest registers the Streamlit components of the installed packages, reading the metadata of
@@ -79,6 +79,12 @@ def details_drawn(app: AppTest) -> AppTest:
 def components(app: AppTest, key: str) -> list:
     """The page's ``st.components.v2`` components mounted under ``key``."""
     return [c for c in app.get("bidi_component") if c.proto.id.endswith(key)]
+
+
+def component_data(app: AppTest, key: str) -> dict:
+    """The data the page sent this run to its component mounted under ``key``."""
+    (component,) = components(app, key)
+    return json.loads(component.proto.json)
 
 
 def idle_told_in(app: AppTest, key: str) -> bool:

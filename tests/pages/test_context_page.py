@@ -6,7 +6,7 @@ import json
 import pytest
 
 from lifecycle.stages.context_window import CONTEXT_WINDOWS, Conversation, context_budget, render_prompt, truncate_oldest_turns
-from tests.pages.harness import markdowns, run_page, texts
+from tests.pages.harness import component_data, components, markdowns, run_page, texts
 
 PROMPT = "Why is the sky blue?"
 MAX_TOKENS = 8
@@ -20,11 +20,19 @@ def page(loaded):
 
 
 def charts(app) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+    """The budget bars the page drew this run (ui.live_bars), in page order: the budget, then the overflow demo's."""
+    return [component_data(app, key) for key in ("context_budget", "context_overflow") if components(app, key)]
 
 
 def traces(chart: dict) -> dict[str, list]:
-    return {trace["name"]: trace["x"] for trace in chart["data"]}
+    """Each part's tokens per row (0 where a row has none of it), as a stacked bar draws them."""
+    rows = chart["views"][0]["rows"]
+    return {series["name"]: [next((s["value"] for s in row["segments"] if s["series"] == index), 0) for row in rows]
+            for index, series in enumerate(chart["series"])}
+
+
+def window_line(chart: dict) -> float:
+    return chart["views"][0]["line"]["at"]
 
 
 def test_budget_of_this_run_matches_lifecycle(page, loaded):
@@ -36,7 +44,7 @@ def test_budget_of_this_run_matches_lifecycle(page, loaded):
     assert bars["template overhead"][0] == next(s.tokens for s in prompt.segments if s.name == "template")
     assert bars["new message"][0] == next(s.tokens for s in prompt.segments if s.name == "new message")
     assert bars["output reserve"][0] == MAX_TOKENS and bars["free"][0] == budget.free
-    assert charts(page)[0]["layout"]["shapes"][0]["x0"] == loaded.context_window
+    assert window_line(charts(page)[0]) == loaded.context_window
 
 
 def test_rendered_template_shows_the_special_tokens_as_text(page):
@@ -61,7 +69,7 @@ def test_tools_and_documents_add_their_tokens(page):
     table = page.table[0].value
     assert list(table.loc["tool descriptions"]) == [0, tokens["tool descriptions"]]
     assert list(table.loc["template overhead"]) == [tokens["template"]] * 2
-    assert charts(page)[0]["layout"]["shapes"][0]["x0"] == CONTEXT_WINDOWS["32k"]
+    assert window_line(charts(page)[0]) == CONTEXT_WINDOWS["32k"]
 
 
 def test_bad_tool_json_is_a_message(page):

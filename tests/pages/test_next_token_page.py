@@ -8,7 +8,7 @@ from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward, token_text
 from lifecycle.stages.sampling import next_token_distribution
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import markdowns, plotly_figure
+from tests.pages.harness import component_data, markdowns, plotly_figure
 
 PROMPT = "Why is the sea salty?"
 
@@ -23,9 +23,11 @@ def test_candidates_entropy_and_greedy_match_the_model(run_page, expected):
     app = run_page("next-token", prompt=PROMPT, temperature=0, max_tokens=2)
     assert not app.exception and not app.error
     top = expected.top(15)
-    bars = plotly_figure(app, "next_token_bars").data[0]
-    np.testing.assert_allclose(bars.x, [c.probability for c in top], rtol=1e-4)
-    assert list(bars.y[:3]) == [f"#{c.rank} {show_token(c.text)}" for c in top[:3]]
+    probability, _ = component_data(app, "next_token_bars")["views"]
+    rows = probability["rows"]
+    np.testing.assert_allclose([r["segments"][0]["value"] for r in rows], [c.probability for c in top], rtol=1e-4)
+    assert [r["label"] for r in rows[:3]] == [f"#{c.rank} {show_token(c.text)}" for c in top[:3]]
+    assert rows[0]["segments"][0]["text"] == f"{top[0].probability:.1%}"
     metrics = {m.proto.label: m.proto.body for m in app.get("metric")}
     assert metrics["Entropy"] == f"{expected.entropy_bits:.2f} bits"
     entropy_help = next(m.proto.help for m in app.get("metric") if m.proto.label == "Entropy")
@@ -55,7 +57,7 @@ def test_the_page_never_waits_for_the_generation_and_shows_its_first_token_once_
     assert any("matches the argmax" in c.value for c in app.caption)
 
 
-def test_rank_curve_spans_the_vocabulary_and_logprob_toggle(run_page, expected):
+def test_rank_curve_spans_the_vocabulary_and_the_bars_carry_log_probabilities(run_page, expected):
     app = run_page("next-token", prompt=PROMPT, temperature=0, max_tokens=2)
     curve = plotly_figure(app, "next_token_curve").data[0]
     assert curve.x[0] == 1 and curve.x[-1] == expected.probs.size
@@ -63,10 +65,10 @@ def test_rank_curve_spans_the_vocabulary_and_logprob_toggle(run_page, expected):
     caption = next(c.value for c in app.caption if c.value.startswith("Every one of the"))
     assert (f"from {expected.probs.max():.1%} for the top token down to {expected.probs.min():.1e} "
             "for the least likely") in caption
-    app.segmented_control(key="next_token_scale").set_value("log-probability").run()
-    assert not app.exception
-    bars = plotly_figure(app, "next_token_bars").data[0]
-    np.testing.assert_allclose(bars.x, [c.logprob for c in expected.top(15)], rtol=1e-4, atol=1e-4)
+    _, logprob = component_data(app, "next_token_bars")["views"]  # the browser switches to it, with no run
+    assert logprob["name"] == "log-probability" and logprob["axis"].startswith("Log-probability")
+    np.testing.assert_allclose([r["segments"][0]["value"] for r in logprob["rows"]],
+                               [c.logprob for c in expected.top(15)], rtol=1e-4, atol=1e-4)
 
 
 def test_the_answer_is_highlighted_with_the_first_box_matching_the_distribution(run_page, expected):

@@ -1,0 +1,242 @@
+// Horizontal bars drawn in the browser: a page's picture that must not wait for plotly.js (a 4.7 MB chunk the
+// browser only starts to load once a page holds a Plotly chart). charts/*.py build the data; the toggle between
+// a chart's views (e.g. probability and log-probability) redraws here, with no script run. Every string is set
+// with textContent: nothing is parsed as markup.
+
+const SVG = "http://www.w3.org/2000/svg";
+const GRID = "#E5E5E5", INK = "#222222", LINE = "#D55E00";
+const ROW_PX = 28, BAR_PX = 20, GAP_PX = 8;
+const MIN_BARS_PX = 120;  // the bars keep at least this much of a narrow column; long labels are cut instead
+
+function element(tag, attributes = {}, parent = null, namespace = null) {
+  const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, String(value));
+  if (parent) parent.appendChild(made);
+  return made;
+}
+const svg = (tag, attributes, parent) => element(tag, attributes, parent, SVG);
+function text(tag, attributes, content, parent, namespace = SVG) {
+  const made = element(tag, attributes, parent, namespace);
+  made.textContent = content;
+  return made;
+}
+
+function fontSize() {
+  return parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
+}
+
+function measurer(root, font) {
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = `${font}px ${getComputedStyle(root).fontFamily}`;
+  return (label) => context.measureText(label).width;
+}
+
+// The label cut with "…" until it fits ``width`` px.
+function fitted(label, width, measure) {
+  if (measure(label) <= width) return label;
+  let kept = label;
+  while (kept.length > 1 && measure(`${kept}…`) > width) kept = kept.slice(0, -1);
+  return `${kept}…`;
+}
+
+// ---- the value axis: round steps, labels that never touch ----
+
+function niceStep(span, count) {
+  const raw = span / Math.max(1, count);
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const unit = [1, 2, 2.5, 5, 10].find((m) => m * power >= raw) || 10;
+  return unit * power;
+}
+
+function tickLabel(value, format, step) {
+  if (format === "percent") {
+    const digits = Math.max(0, -Math.floor(Math.log10(step * 100) + 1e-9));
+    return `${(value * 100).toFixed(digits)}%`;
+  }
+  const digits = step >= 1 ? 0 : Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  return value.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+function ticks(lo, hi, width, format, measure) {
+  for (let count = Math.max(2, Math.floor(width / 80)); count >= 1; count -= 1) {
+    const step = niceStep(hi - lo, count);
+    const values = [];
+    for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + 1e-9 * step; v += step) values.push(Math.abs(v) < step / 1e6 ? 0 : v);
+    const labels = values.map((v) => tickLabel(v, format, step));
+    const room = width / Math.max(1, values.length - 1);
+    if (count === 1 || labels.every((label) => measure(label) + GAP_PX < room)) return values.map((v, i) => [v, labels[i]]);
+  }
+  return [];
+}
+
+// ---- one view: rows of segments against a value axis ----
+
+function extent(view, stacked) {
+  let lo = 0, hi = 0;
+  for (const row of view.rows) {
+    const values = row.segments.map((s) => s.value);
+    const sums = stacked ? [values.reduce((a, b) => a + b, 0)] : values;
+    lo = Math.min(lo, ...sums);
+    hi = Math.max(hi, ...sums);
+  }
+  if (view.line) hi = Math.max(hi, view.line.at);
+  const pad = (hi - lo || 1) * 0.04;
+  return [lo < 0 ? lo - pad : 0, hi > 0 ? hi + (view.line ? pad : (hi - lo) * 0.2) : 0];
+}
+
+function draw(state) {
+  const { root, data } = state;
+  const view = data.views[state.view];
+  state.width = Math.floor(root.clientWidth);
+  if (state.width < MIN_BARS_PX) return;  // not laid out yet (or hidden): the ResizeObserver draws it once it is
+  const font = fontSize() * 0.8;
+  const measure = measurer(root, font);
+  const stacked = data.mode === "stack";
+  const grouped = !stacked && data.series.length > 1;
+  const labelWidth = Math.min(Math.max(0, ...view.rows.map((r) => measure(r.label))) + GAP_PX,
+                              Math.max(0, state.width - MIN_BARS_PX));
+  // Room for the value printed past a bar's end: on the right of positive bars, on the left of negative ones.
+  const valueRoom = stacked ? 0 : Math.max(0, ...view.rows.flatMap((r) => r.segments.map((s) => measure(s.text || "")))) + GAP_PX;
+  const [lo, hi] = extent(view, stacked);
+  const left = labelWidth + (lo < 0 ? valueRoom : 0), right = state.width - (hi > 0 ? valueRoom : 0) - GAP_PX;
+  // Heights follow the font (presenter mode's is larger): the line's label above the rows, the axis under them.
+  const top = view.line ? Math.ceil(1.6 * font) : 4;
+  const rowPx = Math.max(ROW_PX, Math.ceil(1.7 * font)), axisPx = Math.ceil(2 * font + 28);
+  const legendRowPx = Math.ceil(1.7 * font);
+  const rowsHeight = view.rows.length * rowPx;
+  const legendRows = data.legend ? legendLayout(data.series, state.width, measure) : [];
+  const height = top + rowsHeight + axisPx + legendRows.length * legendRowPx;
+
+  state.chart.replaceChildren();
+  state.chart.setAttribute("width", state.width);
+  state.chart.setAttribute("height", height);
+  state.chart.setAttribute("viewBox", `0 0 ${state.width} ${height}`);
+  state.root.dataset.shown = view.name;
+  const x = (v) => left + ((v - lo) / (hi - lo || 1)) * (right - left);
+
+  for (const [value, label] of ticks(lo, hi, right - left, view.format, measure)) {
+    svg("line", { x1: x(value), x2: x(value), y1: top, y2: top + rowsHeight, stroke: GRID }, state.chart);
+    text("text", { x: x(value), y: top + rowsHeight + font + 4, "text-anchor": "middle", "font-size": font, class: "lb-tick" },
+         label, state.chart);
+  }
+  svg("line", { x1: x(0), x2: x(0), y1: top, y2: top + rowsHeight, stroke: "#888888" }, state.chart);
+  text("text", { x: (left + right) / 2, y: top + rowsHeight + 2 * font + 14, "text-anchor": "middle", "font-size": font,
+                 class: "lb-axis" }, view.axis, state.chart);
+
+  view.rows.forEach((row, index) => drawRow(state, row, top + index * rowPx, { x, font, measure, stacked, grouped, labelWidth, rowPx }));
+  if (view.line) drawLine(state, view.line, x(view.line.at), top, rowsHeight, font, measure);
+  drawLegend(state, legendRows, top + rowsHeight + axisPx, font, legendRowPx);
+}
+
+function drawRow(state, row, y, { x, font, measure, stacked, grouped, labelWidth, rowPx }) {
+  const group = svg("g", { "data-row": row.label }, state.chart);
+  if (row.title) text("title", {}, row.title, group);
+  text("text", { x: labelWidth - GAP_PX, y: y + rowPx / 2 + font * 0.35, "text-anchor": "end", "font-size": font, class: "lb-label" },
+       fitted(row.label, labelWidth - GAP_PX, measure), group);
+  const thick = grouped ? BAR_PX / row.segments.length : BAR_PX;
+  let from = 0;
+  row.segments.forEach((segment, index) => {
+    const start = stacked ? from : 0, end = start + segment.value;
+    from = end;
+    const barTop = y + (rowPx - BAR_PX) / 2 + (grouped ? index * thick : 0);
+    const [a, b] = [x(Math.min(start, end)), x(Math.max(start, end))];
+    const colour = state.data.series[segment.series].colour;
+    const bar = svg("rect", { x: a, y: barTop, width: Math.max(b - a, segment.value ? 1 : 0), height: thick, fill: colour,
+                              stroke: stacked ? "#FFFFFF" : "none", "data-value": segment.value }, group);
+    if (segment.title) text("title", {}, segment.title, bar);
+    if (!segment.text) return;
+    const width = measure(segment.text);
+    const middle = barTop + thick / 2 + font * 0.35;
+    if (stacked) {  // inside its segment, or not at all (as Plotly's uniformtext "hide")
+      if (width + 6 <= b - a) {
+        text("text", { x: (a + b) / 2, y: middle, "text-anchor": "middle", "font-size": font, class: "lb-inside" },
+             segment.text, group);
+      }
+    } else if (segment.value < 0) {
+      text("text", { x: a - 4, y: middle, "text-anchor": "end", "font-size": font, class: "lb-value" }, segment.text, group);
+    } else {
+      text("text", { x: b + 4, y: middle, "text-anchor": "start", "font-size": font, class: "lb-value" }, segment.text, group);
+    }
+  });
+}
+
+function drawLine(state, line, at, top, rowsHeight, font, measure) {
+  svg("line", { x1: at, x2: at, y1: top - 4, y2: top + rowsHeight, stroke: LINE, "stroke-width": 3, "stroke-dasharray": "7 5" },
+      state.chart);
+  // The label sits above the rows, right-aligned to the line while it fits on its left.
+  const width = measure(line.label);
+  const anchor = at - width - 4 >= 0 ? "end" : "start";
+  text("text", { x: anchor === "end" ? at - 4 : at + 4, y: top - 0.5 * font, "text-anchor": anchor, "font-size": font, fill: LINE,
+                 class: "lb-line" }, line.label, state.chart);
+}
+
+// The legend's entries in rows that fit the width: a swatch, then the name.
+function legendLayout(series, width, measure) {
+  const rows = [[]];
+  let used = 0;
+  for (const entry of series) {
+    const wide = 16 + measure(entry.name) + 16;
+    if (used + wide > width && rows[rows.length - 1].length) { rows.push([]); used = 0; }
+    rows[rows.length - 1].push({ ...entry, at: used });
+    used += wide;
+  }
+  return rows;
+}
+
+function drawLegend(state, rows, y, font, rowPx) {
+  rows.forEach((row, index) => {
+    const top = y + index * rowPx;
+    for (const entry of row) {
+      svg("rect", { x: entry.at, y: top + 4, width: 12, height: 12, fill: entry.colour }, state.chart);
+      text("text", { x: entry.at + 16, y: top + 4 + font * 0.85, "font-size": font, class: "lb-legend" }, entry.name, state.chart);
+    }
+  });
+}
+
+// ---- the toggle between views ----
+
+function buildToggle(state) {
+  const bar = element("div", { class: "lb-views", role: "radiogroup", "aria-label": state.data.toggle || "Show" }, state.root);
+  if (state.data.toggle) text("span", { class: "lb-toggle-label" }, state.data.toggle, bar, null);
+  state.buttons = state.data.views.map((view, index) => {
+    const button = text("button", { type: "button", role: "radio", "data-view": view.name }, view.name, bar, null);
+    button.addEventListener("click", () => {
+      state.view = index;
+      mark(state);
+      draw(state);
+      countDraw(state.root);
+    });
+    return button;
+  });
+  mark(state);
+}
+
+// For the browser tests and the bench: how many redraws a control made, and when the last one reached the screen.
+function countDraw(root) {
+  requestAnimationFrame(() => {
+    root.dataset.controlDrawnAt = String(performance.now());
+    root.dataset.controlDraws = String(Number(root.dataset.controlDraws || 0) + 1);
+  });
+}
+
+function mark(state) {
+  state.buttons.forEach((button, index) => button.setAttribute("aria-checked", String(index === state.view)));
+}
+
+export default function (component) {
+  const { data, parentElement } = component;
+  let root = parentElement.querySelector(":scope > .live-bars");
+  if (root && JSON.stringify(root.liveData) === JSON.stringify(data)) return;  // a rerun with the same data
+  const view = root && root.liveState ? Math.min(root.liveState.view, data.views.length - 1) : 0;
+  if (root) root.remove();
+  root = element("div", { class: "live-bars" }, parentElement);
+  const state = { root, data, view, width: 0 };
+  root.liveState = state;
+  root.liveData = data;  // for the browser tests
+  if (data.views.length > 1) buildToggle(state);
+  state.chart = svg("svg", { role: "img", "aria-label": data.label || "" }, root);
+  draw(state);
+  new ResizeObserver(() => {
+    if (Math.floor(root.clientWidth) !== state.width) draw(state);
+  }).observe(root);
+}

@@ -1,0 +1,28 @@
+"""Horizontal bars drawn in the browser as a Streamlit component: a page's picture without plotly.js.
+
+A page that leads with a Plotly chart waits, in a new tab, for Streamlit to fetch and run plotly.js
+(a 4.7 MB chunk) before anything is drawn: 2.1–2.5 s here. This component (ui/live_bars.js, .css) is
+mounted in the page's own DOM (no iframe, nothing fetched at run time) and draws the bars that
+charts/*.py describe as plain data: rows of segments, stacked or side by side, against a value axis,
+with an optional dashed line (a window, a vocabulary) and a legend. A chart with several views (e.g.
+probability and log-probability) switches between them in the browser; nothing comes back to Python.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+_HERE = Path(__file__).resolve().parent
+_COMPONENT = st.components.v2.component(
+    "lifecycle_live_bars",
+    js=(_HERE / "live_bars.js").read_text(),
+    css=(_HERE / "live_bars.css").read_text(),
+    isolate_styles=False,  # in the page's DOM, so the page's font and the browser tests' DOM checks reach it
+)
+
+
+def live_bars(data: dict, key: str) -> None:
+    """Mount the bars of ``data`` (built by charts.bars.bars_data) under ``key``."""
+    _COMPONENT(key=key, data=data, height="content")
