@@ -1,4 +1,8 @@
-"""Attention page: attention weights per layer and head, and the logit lens across layers."""
+"""Attention page: attention weights per layer and head, and the logit lens across layers.
+
+The live maps (ui.live_attention) are the picture; the tabs under them (Plotly charts, a data grid) come in the
+run after the maps are drawn (ui.when_idle), so a new tab does not wait for plotly.js.
+"""
 
 import numpy as np
 import streamlit as st
@@ -9,13 +13,16 @@ from charts.attention import attention_bars, attention_heatmap, attention_mosaic
 from charts.embeddings import token_labels
 from charts.live_attention import attention_focus, live_attention_data, live_limit_note
 from lifecycle.lessons.attention import attention_lesson
+from lifecycle.journey import Inspection
 from lifecycle.stages.forward_pass import ForwardPass, run_forward, token_text
 from ui.frame import lesson, loaded_model, stage_page
 from ui.tables import fitted_table
 from ui.cache import inspected_prompt
 from ui.text import quoted
 from ui.live_attention import live_attention_maps
+from ui.when_idle import details_ready
 
+DETAILS = "attention_details"  # ui.when_idle: the tabs come once the live maps are drawn
 PRONOUN_SENTENCE = "The programmer fixed the bug because it caused crashes."
 PRONOUN, ANTECEDENT = " it", " bug"
 
@@ -74,62 +81,68 @@ def render() -> None:
                 f"({data['bytes'] / 1024:,.0f} KiB for this prompt)."
             )
 
-        mosaic_tab, pronoun_tab, lens_tab = st.tabs([
-            f"All {len(stacked)} layers x {stacked.shape[1]} heads", "Does a pronoun find its noun?",
-            "Logit lens: each layer's guess"])
-        with mosaic_tab:
-            st.plotly_chart(attention_mosaic(forward.attentions), key="attention_mosaic", theme=None)
-            st.caption("Each tile is one head's query x key map (query down, key across), averaged down to at most "
-                       "24 x 24 cells. A bright left edge is attention to the first token, a bright diagonal a head "
-                       "looking at the token itself or its neighbour. Colours follow the square root of the weight, so "
-                       "small weights stay visible.")
+        if details_ready(DETAILS):
+            _tabs(forward, stacked, inspection, config.num_attention_heads)
 
-        with pronoun_tab:
-            example, example_texts = pronoun_pass()
-            it = example_texts.index(PRONOUN)
-            noun = example_texts.index(ANTECEDENT)
-            ex_layer, ex_head, ex_weight = strongest_head(example, it, noun)
-            ex_labels = token_labels(example_texts)
-            st.markdown(
-                f"Computed on the sentence alone (no chat template), whatever the sidebar prompt: in **layer {ex_layer}, "
-                f"head {ex_head}**, the token {quoted(PRONOUN)} puts **{ex_weight:.0%}** of its attention on {quoted(ANTECEDENT)}, "
-                f"the noun it refers to: the strongest such head of all "
-                f"{len(example.attentions) * config.num_attention_heads}. The outlined row is the pronoun's."
-            )
-            st.text(PRONOUN_SENTENCE)
-            ex_left, ex_right = st.container(), st.container()  # one under the other, full width
-            ex_left.plotly_chart(attention_heatmap(example.attentions[ex_layer][ex_head], ex_labels,
-                                                   f"Layer {ex_layer}, head {ex_head}", it), key="pronoun_map", theme=None)
-            ex_right.plotly_chart(attention_bars(example.attentions[ex_layer][ex_head, it], ex_labels, it),
-                                  key="pronoun_bars", theme=None)
-            st.button("Use the pronoun example as the prompt", on_click=use_pronoun_example, key="pronoun_button",
-                      help="Sets the sidebar prompt to this sentence, so every page follows it (inside the chat template).")
 
-        with lens_tab:
-            final = inspection.next_token.top(1)[0]
-            lens = forward.logit_lens
-            first_right = next((g.layer for g in lens if g.candidates[0].id == final.id), None)
-            st.markdown(
-                f"Push each layer's hidden state at the last position through the final norm and the output head, as "
-                f"if the model stopped there. The full model's answer is {quoted(final.text)} ({final.probability:.0%}); "
-                + (f"it first comes out on top at layer {first_right} of 0-{len(lens) - 1}. " if first_right is not None
-                   else "")
-                + "The last layer's guess is the model's answer: it is the same computation."
-            )
-            st.plotly_chart(
-                logit_lens_chart([g.layer for g in lens], [g.candidates[0].text for g in lens],
-                                 [g.candidates[0].probability for g in lens], final.text),
-                key="logit_lens", theme=None
-            )
-            fitted_table(
-                {
-                    "layer": [g.layer for g in lens],
-                    "top guess": [show_token(g.candidates[0].text) for g in lens],
-                    "probability": [round(g.candidates[0].probability, 4) for g in lens],
-                    "runners-up": [", ".join(show_token(c.text) for c in g.candidates[1:4]) for g in lens],
-                    "entropy (bits)": [round(g.entropy_bits, 2) for g in lens],
-                },
-                {"layer": "layer", "top guess": "top guess", "probability": "probability", "entropy (bits)": "bits"},
-                key="logit_lens_table", full_from=420, hide_index=True,
-                narrow_widths={"layer": 50, "top guess": 120, "probability": 90, "bits": 60},
-            )
+def _tabs(forward: ForwardPass, stacked: np.ndarray, inspection: Inspection, heads: int) -> None:
+    """Every head at once, the pronoun example and the logit lens, in tabs under the live maps."""
+    mosaic_tab, pronoun_tab, lens_tab = st.tabs([
+        f"All {len(stacked)} layers x {stacked.shape[1]} heads", "Does a pronoun find its noun?",
+        "Logit lens: each layer's guess"])
+    with mosaic_tab:
+        st.plotly_chart(attention_mosaic(forward.attentions), key="attention_mosaic", theme=None)
+        st.caption("Each tile is one head's query x key map (query down, key across), averaged down to at most "
+                   "24 x 24 cells. A bright left edge is attention to the first token, a bright diagonal a head "
+                   "looking at the token itself or its neighbour. Colours follow the square root of the weight, so "
+                   "small weights stay visible.")
+
+    with pronoun_tab:
+        example, example_texts = pronoun_pass()
+        it = example_texts.index(PRONOUN)
+        noun = example_texts.index(ANTECEDENT)
+        ex_layer, ex_head, ex_weight = strongest_head(example, it, noun)
+        ex_labels = token_labels(example_texts)
+        st.markdown(
+            f"Computed on the sentence alone (no chat template), whatever the sidebar prompt: in **layer {ex_layer}, "
+            f"head {ex_head}**, the token {quoted(PRONOUN)} puts **{ex_weight:.0%}** of its attention on {quoted(ANTECEDENT)}, "
+            f"the noun it refers to: the strongest such head of all "
+            f"{len(example.attentions) * heads}. The outlined row is the pronoun's."
+        )
+        st.text(PRONOUN_SENTENCE)
+        ex_left, ex_right = st.container(), st.container()  # one under the other, full width
+        ex_left.plotly_chart(attention_heatmap(example.attentions[ex_layer][ex_head], ex_labels,
+                                               f"Layer {ex_layer}, head {ex_head}", it), key="pronoun_map", theme=None)
+        ex_right.plotly_chart(attention_bars(example.attentions[ex_layer][ex_head, it], ex_labels, it),
+                              key="pronoun_bars", theme=None)
+        st.button("Use the pronoun example as the prompt", on_click=use_pronoun_example, key="pronoun_button",
+                  help="Sets the sidebar prompt to this sentence, so every page follows it (inside the chat template).")
+
+    with lens_tab:
+        final = inspection.next_token.top(1)[0]
+        lens = forward.logit_lens
+        first_right = next((g.layer for g in lens if g.candidates[0].id == final.id), None)
+        st.markdown(
+            f"Push each layer's hidden state at the last position through the final norm and the output head, as "
+            f"if the model stopped there. The full model's answer is {quoted(final.text)} ({final.probability:.0%}); "
+            + (f"it first comes out on top at layer {first_right} of 0-{len(lens) - 1}. " if first_right is not None
+               else "")
+            + "The last layer's guess is the model's answer: it is the same computation."
+        )
+        st.plotly_chart(
+            logit_lens_chart([g.layer for g in lens], [g.candidates[0].text for g in lens],
+                             [g.candidates[0].probability for g in lens], final.text),
+            key="logit_lens", theme=None
+        )
+        fitted_table(
+            {
+                "layer": [g.layer for g in lens],
+                "top guess": [show_token(g.candidates[0].text) for g in lens],
+                "probability": [round(g.candidates[0].probability, 4) for g in lens],
+                "runners-up": [", ".join(show_token(c.text) for c in g.candidates[1:4]) for g in lens],
+                "entropy (bits)": [round(g.entropy_bits, 2) for g in lens],
+            },
+            {"layer": "layer", "top guess": "top guess", "probability": "probability", "entropy (bits)": "bits"},
+            key="logit_lens_table", full_from=420, hide_index=True,
+            narrow_widths={"layer": 50, "top guess": 120, "probability": 90, "bits": 60},
+        )

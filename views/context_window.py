@@ -1,7 +1,8 @@
 """Context window page: the chat template around the messages and the token budget of the context window.
 
-The budgets are drawn in the browser (ui.live_bars): the page holds no Plotly chart, so a new tab draws its
-picture without waiting for plotly.js.
+The budgets are drawn in the browser (ui.live_bars): the page holds no Plotly chart, and the template's code
+block (whose syntax highlighter the browser loads before it draws anything of that run) comes in the budget's
+next run, once the budget is drawn (ui.when_idle). A new tab draws its picture without waiting for either.
 """
 
 import json
@@ -22,7 +23,9 @@ from lifecycle.errors import LifecycleError
 from lifecycle.lessons.context_window import budget_lesson, overflow_demo_sentence, truncation_lesson, window_sentence
 from ui.frame import lesson, loaded_model, stage_page
 from ui.live_bars import live_bars
+from ui.when_idle import details_ready
 
+DETAILS = "context_window_details"  # ui.when_idle: the template's code block comes once the budget is drawn
 MAX_TEMPLATE_CHARS = 6_000
 WINDOW_LABELS = {
     "8k": "8k preset (8,192)",
@@ -193,6 +196,8 @@ def budget_and_template(settings, run_prompt: RenderedPrompt) -> None:
     st.table(segment_table(rows).set_index("part"))
 
     st.subheader("The rendered chat template", anchor=False)
+    if not details_ready(DETAILS):
+        return
     st.caption(
         f"What the model reads for this run, as text: {len(run_prompt.special_positions)} special tokens "
         "(<|im_start|> and <|im_end|>) frame each message with its role."

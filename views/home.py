@@ -14,8 +14,10 @@ from ui.frame import (APP_TITLE, PRESENT, empty_prompt_message, input_error, les
 from ui.settings import DEFAULT_PROMPT, WRONG_DRAW, current_settings
 from ui.stages import HOME, PHASES, STAGES
 from ui.text import literal, ms
+from ui.when_idle import details_ready
 
 DECODE_BARS = 24  # decode steps drawn one by one; the rest are folded into one bar
+DETAILS = "home_details"  # ui.when_idle: the latency waterfall (Plotly) comes once the map is drawn
 
 
 def _phase(stage: str) -> str:
@@ -134,16 +136,22 @@ def render() -> None:
     if journey is not None:
         _small_model_note(model)  # after the map, so the map is the first screen on a projector
         st.subheader("Where the latency lives", anchor=False)
-        bars, phases, folded = journey_bars(journey.call)
-        st.plotly_chart(latency_waterfall(bars, phases), key="waterfall", theme=None)
-        if folded:
-            st.caption(f"Decode steps {DECODE_BARS + 1}–{DECODE_BARS + folded} ({folded} steps) are drawn as one bar.")
-        st.caption(
-            f"Each bar starts where the previous one ended, on the stream's clock: from the server asking the engine for "
-            f"the prompt to the last event at {ms(journey.call[-1].end)}, the last \"At\" on the Streaming page. Decode 1 "
-            "only samples from the prefill's logits; every later step runs the model on one new token. The request, "
-            "tokenization and chat template ran before this clock started; the gateway runs no model and is not timed "
-            "here; the app's inspection pass is not part of the call and is not drawn."
-        )
+        if details_ready(DETAILS):
+            _waterfall(journey)
 
     stage_link(STAGES[0], f"Next: {STAGES[0].title}", ":material/arrow_forward:")
+
+
+def _waterfall(journey) -> None:
+    """The call's latency, bar after bar on the stream's clock."""
+    bars, phases, folded = journey_bars(journey.call)
+    st.plotly_chart(latency_waterfall(bars, phases), key="waterfall", theme=None)
+    if folded:
+        st.caption(f"Decode steps {DECODE_BARS + 1}–{DECODE_BARS + folded} ({folded} steps) are drawn as one bar.")
+    st.caption(
+        f"Each bar starts where the previous one ended, on the stream's clock: from the server asking the engine for "
+        f"the prompt to the last event at {ms(journey.call[-1].end)}, the last \"At\" on the Streaming page. Decode 1 "
+        "only samples from the prefill's logits; every later step runs the model on one new token. The request, "
+        "tokenization and chat template ran before this clock started; the gateway runs no model and is not timed "
+        "here; the app's inspection pass is not part of the call and is not drawn."
+    )

@@ -1,4 +1,8 @@
-"""Tokenization page: the prompt as tokens under the model's tokenizer, o200k_base and cl100k_base."""
+"""Tokenization page: the prompt as tokens under the model's tokenizer, o200k_base and cl100k_base.
+
+The chips are the picture: the charts and tables under them (Plotly, data grids: code the browser loads
+before it draws anything of the run that holds them) come in the run after the chips are drawn (ui.when_idle).
+"""
 
 import pandas as pd
 import streamlit as st
@@ -11,7 +15,9 @@ from lifecycle.stages.vocabulary import TOKEN_NOTATION, show_token
 from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 from ui.tables import fitted_table
+from ui.when_idle import details_ready
 
+DETAILS = "tokenization_details"  # ui.when_idle: everything under the chips comes once they are drawn
 MAX_CHIPS = 120  # per tokenizer, side by side; thousands of chips slow the browser and bury the page
 MAX_TEMPLATE_CHIPS = 300
 MAX_TABLE_ROWS = 2_000
@@ -72,6 +78,8 @@ def render() -> None:
             "Hover a chip for its position, id and bytes. How every page writes a token: "
             f"{TOKEN_NOTATION} A dashed chip holds part of a character."
         )
+        if not details_ready(DETAILS):
+            return
         st.plotly_chart(tokenizer_count_chart({e: r.count for e, r in results.items()}), width="stretch", theme=None)
 
         with st.expander(f"All {mine.count:,} tokens of {model.name}'s tokenizer as a table"):

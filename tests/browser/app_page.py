@@ -7,7 +7,8 @@ from urllib.parse import urlencode
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import PAGE_TIMEOUT_MS
-from views import embeddings, forward_pass, generation, kv_cache, next_token, sampling, streaming
+from tests.details import details_keys
+from views import forward_pass
 
 EXCEPTION = '[data-testid="stException"]'
 IDLE_APP = '[data-testid="stApp"][data-test-script-state="notRunning"]'
@@ -22,8 +23,7 @@ CHARTS_DRAWN = (
 # A page whose details wait for its picture to be drawn (ui.when_idle.details_ready, and the Forward pass page's
 # step tabs: the component's element carries the key's class) holds them back until the component has been drawn
 # again, told (data-settled).
-DETAILS_KEYS = [*(view.DETAILS for view in (embeddings, generation, kv_cache, next_token, sampling, streaming)),
-                forward_pass.FILL_KEY]
+DETAILS_KEYS = [*details_keys(), forward_pass.FILL_KEY]
 DETAILS_WAITING = """(keys) => keys.some(key => [...document.querySelectorAll(`.st-key-${key}`)]
     .some(element => !element.querySelector('.when-idle[data-settled]')))"""
 SETTLE_MS = 300  # the layout counts as settled once nothing in it moved for this long

@@ -37,11 +37,11 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
+from tests.details import details_keys
 from ui.frame import MORE_LESSON
 from ui.stages import stage
-from views import embeddings, generation, kv_cache, next_token, sampling, streaming
 
-DETAILS_KEYS = tuple(view.DETAILS for view in (embeddings, generation, kv_cache, next_token, sampling, streaming))
+DETAILS_KEYS = details_keys()
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 # Before every run AppTest registers the Streamlit components of the installed packages, reading the metadata of
