@@ -304,7 +304,7 @@ def fragment_rows() -> list[tuple[str, str, str]]:
 
 def generation_kv_streaming_rows() -> list[tuple[str, str, str]]:
     """(name, figure, target) rows for the Generation, KV cache and Streaming pages' replays: median redraw per
-    control, page open (to the replay drawn) and the replay's payload, from the last browser-suite run."""
+    control and the replay's payload, from the last browser-suite run (their open times are page_open_rows')."""
     path = SCREENSHOTS / INSTANT_FILE
     if not path.exists():
         return [("generation / kv-cache / streaming replays", "-", "run tests/browser/test_instant_generation.py")]
@@ -314,9 +314,6 @@ def generation_kv_streaming_rows() -> list[tuple[str, str, str]]:
         steps = len(figures["redraw_ms"][page])
         rows.append((f"{page}: control -> figure redrawn (ms, median of {steps})", f"{middle:.1f}",
                      f"<= {REDRAW_TARGET_MS} ms, no script run"))
-    for page, seconds in figures["opens_s"].items():
-        rows.append((f"{page}: open, warm prompt -> replay drawn (s)", f"{seconds:.2f}", f"<= {OPEN_TARGET_S:.0f} s"))
-        rows.append((f"  {page}: script run finished (s)", f"{figures['idle_s'][page]:.2f}", ""))
     for page, size in figures["payload_bytes"].items():
         rows.append((f"{page}: replay payload (JSON characters)", f"{size:,}", ""))
     return rows

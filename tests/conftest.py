@@ -71,11 +71,12 @@ def pytest_xdist_make_scheduler(config, log):
 
 # Browser modules with a module-scoped fixture (built once per worker that runs the module's tests).
 BROWSER_MODULES_KEPT_TOGETHER = {"tests/browser/test_handout.py"}
-# Modules that open the same costly page for the same prompts, so that the second finds the first's results in the
-# worker's caches: the Agent page's loop, its injection measurement (the same for every prompt: ~13 s of CPU) and
-# temperature 0's roads.
+# Modules that open the same costly page, so that the second finds the first's results in the worker's caches: the
+# Agent page's loop, its injection measurement (the same for every prompt: ~13 s of CPU) and temperature 0's roads
+# (test_frame.py opens every page, the Agent page too: 28 s in a worker of its own, 4 s after the others).
 MODULES_KEPT_TOGETHER = {module: "agent pages" for module in ("tests/pages/test_agent_page.py",
-                                                                "tests/pages/test_truth_agent.py")}
+                                                                "tests/pages/test_truth_agent.py",
+                                                                "tests/pages/test_frame.py")}
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,9 @@
 """A real browser works the Generation, KV cache and Streaming pages' replays (ui/live_replay.js): each control
-redraws its figure in the browser with no script run, and how fast the pages open and the figures redraw is
-measured.
+redraws its figure in the browser with no script run, and how fast the figures redraw is measured.
 
-Redraw times (click or key press to the next animation frame after the SVG was updated) and page open times
-(navigation to the replay drawn, and to the script idle) go to screenshots/instant-generation.json, which the
-bench prints (bench/browser_timings.py); they are figures, not assertions. The texts and bars the browser
+Redraw times (click or key press to the next animation frame after the SVG was updated) and each replay's
+payload go to screenshots/instant-generation.json, which the bench prints (bench/browser_timings.py); they are
+figures, not assertions (the pages' open times are the bench's own). The texts and bars the browser
 draws are checked against the data the page sent. That each replay leads its page and stays legible at
 every size, in presenter mode too, is test_legibility's check of every page.
 """
@@ -13,7 +12,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 
 import pytest
 from playwright.sync_api import expect
@@ -27,7 +25,6 @@ pytestmark = pytest.mark.browser
 
 PROMPT = "What's the capital of India?"
 SETTINGS = {"prompt": PROMPT, "temperature": 0, "max_tokens": 48}
-PAGES = ("generation", "kv-cache", "streaming")
 MOVES = 4
 
 # Counts every script run the page starts from now on: the app's state attribute turning "running".
@@ -52,21 +49,13 @@ def _replay(page, name: str):
     return page.locator(f".live-replay-{name}")
 
 
-def _open(page, app_url: str, url_path: str, **extra) -> float:
-    """Open the page; seconds from navigation to its replay drawn (the script may still fill in the rest)."""
-    started = time.perf_counter()
-    page.goto(f"{app_url}/{url_path}?" + "&".join(f"{k}={v}" for k, v in {**SETTINGS, **extra}.items()))
-    page.wait_for_selector(".live-replay[data-draws]", timeout=PAGE_TIMEOUT_MS)
-    drawn = time.perf_counter() - started
+def _opened(page, app_url: str, url_path: str, figures: dict) -> None:
+    """Open the page until its replay is drawn and the page is idle, and record the replay's payload (the pages'
+    open times are the bench's: page_open_rows)."""
+    page.goto(f"{app_url}/{url_path}?" + "&".join(f"{k}={v}" for k, v in SETTINGS.items()))
+    page.wait_for_selector(".live-replay[data-draws]", timeout=PAGE_TIMEOUT_MS)  # a fresh server loads the model
     wait_idle(page)
-    return drawn
-
-
-def _timed_open(page, app_url: str, url_path: str, figures: dict) -> None:
-    """Open the page (its prompt already computed) and record how long it took and its replay's payload."""
-    started = time.perf_counter()
-    figures["opens_s"][url_path] = round(_open(page, app_url, url_path), 3)
-    figures["idle_s"][url_path] = round(time.perf_counter() - started, 3)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
     figures["payload_bytes"][url_path] = page.locator(".live-replay").evaluate(
         "root => JSON.stringify(root.liveData).length")
 
@@ -96,12 +85,8 @@ def _moved_without_a_run(page, root, controls) -> list[float]:
 
 
 def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page, screenshots):
-    # Warm: the prompt's journey and the pages' own results are computed once, as for a class.
-    for url_path in PAGES:
-        _open(page, app_url, url_path)  # a fresh server loads the model first: longer than expect()'s 5 s
-        expect(page.locator(EXCEPTION)).to_have_count(0)
-    figures: dict = {"prompt": PROMPT, "opens_s": {}, "idle_s": {}, "redraw_ms": {}, "payload_bytes": {}}
-    _timed_open(page, app_url, "generation", figures)
+    figures: dict = {"prompt": PROMPT, "redraw_ms": {}, "payload_bytes": {}}
+    _opened(page, app_url, "generation", figures)
     root = _replay(page, "generation")
     data = root.evaluate("root => root.liveData")
     buttons = root.locator(".lr-controls")
@@ -121,7 +106,7 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
     times += _moved_without_a_run(page, root, [lambda: slider.press("ArrowLeft")] * MOVES)
     figures["redraw_ms"]["generation"] = times
 
-    _timed_open(page, app_url, "kv-cache", figures)
+    _opened(page, app_url, "kv-cache", figures)
     root = _replay(page, "kv")
     data = root.evaluate("root => root.liveData")
     more = root.get_by_role("button", name="More ▶")
@@ -133,7 +118,7 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
     assert f"At {data['window']:,} positions the cache holds {window_bytes / 2**20:,.2f} MiB" in root.evaluate(_SHOWN)["readout"]
     figures["redraw_ms"]["kv-cache"] = times
 
-    _timed_open(page, app_url, "streaming", figures)
+    _opened(page, app_url, "streaming", figures)
     root = _replay(page, "stream")
     data = root.evaluate("root => root.liveData")
     back = root.get_by_role("button", name="◀ Back")
@@ -152,8 +137,7 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
     figures["redraw_median_ms"] = medians
     figures["redraw_ms"] = {name: [round(t, 1) for t in values] for name, values in figures["redraw_ms"].items()}
     figures["measures"] = ("redraw: click or key press to the next animation frame after the replay's SVG was "
-                           "updated (performance.now() in the page); opens: navigation to the replay drawn; "
-                           "idle: to the script's run finished; payload: JSON characters of the replay's data")
+                           "updated (performance.now() in the page); payload: JSON characters of the replay's data")
     (screenshots / INSTANT_FILE).write_text(json.dumps(figures, indent=1) + "\n")
     print(f"\n{json.dumps(figures)}")
     assert all(t > 0 for values in figures["redraw_ms"].values() for t in values)
