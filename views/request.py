@@ -1,4 +1,8 @@
-"""Request page: the JSON request built from the settings, the raw HTTP request, client snippets and the response."""
+"""Request page: the JSON request built from the settings, the raw HTTP request, client snippets and the response.
+
+The JSON body is the picture, drawn without Streamlit's syntax highlighter (ui.live_code); every code block
+comes in the run the browser asks for once the body is drawn (ui.when_idle), so a new tab does not wait for it.
+"""
 
 import json
 
@@ -21,8 +25,12 @@ from ui.cache import answered_prompt, per_prompt_cache
 from ui.deployment import outbound_policy
 from ui.frame import lesson, own_api_base, show_text, stage_page
 from ui.tables import fitted_table
+from ui.live_code import live_code
 from ui.text import literal, ms
+from ui.when_idle import DETAILS_PENDING, when_idle
 
+BODY = "request_body"  # the JSON body's component (ui.live_code)
+DETAILS = "request_details"  # ui.when_idle: the code blocks and the tabs under them come once the body is drawn
 MAX_FOLLOW_UPS = 10
 RESENT_CHART = "resent_chart_open"  # the chart's expander: its figure is built only while open
 MAX_FRAMES_SHOWN = 400
@@ -60,19 +68,21 @@ def _follow_ups(edited: pd.DataFrame) -> list[tuple[str, str]]:
     return rows[:MAX_FOLLOW_UPS]
 
 
-def _show_request_views(request) -> None:
+def _show_request_views(request, ready: bool) -> None:
+    """The body, drawn without the syntax highlighter (the picture); the wire and the snippets once ``ready``."""
     tabs = st.tabs(["JSON body", "Raw HTTP", "curl", "Python (openai)", "JavaScript (openai)"])
     with tabs[0]:
-        st.code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), language="json")
+        live_code(json.dumps(request.to_payload(), ensure_ascii=False, indent=2), key=BODY, label="The JSON body")
     with tabs[1]:
         st.caption("What goes over the socket (the key is never shown; the wire uses CRLF line ends).")
-        st.code(render_http_request(request, own_api_base()), language="http")
-    with tabs[2]:
-        st.code(render_curl(request, own_api_base()), language="bash")
-    with tabs[3]:
-        st.code(render_python(request, own_api_base()), language="python")
-    with tabs[4]:
-        st.code(render_javascript(request, own_api_base()), language="javascript")
+    snippets = ((tabs[1], render_http_request, "http"), (tabs[2], render_curl, "bash"),
+                (tabs[3], render_python, "python"), (tabs[4], render_javascript, "javascript"))
+    for tab, render_snippet, language in snippets:
+        with tab:
+            if ready:
+                st.code(render_snippet(request, own_api_base()), language=language)
+            else:
+                st.caption(DETAILS_PENDING)
     st.caption(
         "The request your code sends, built live from the sidebar settings: change a slider and the JSON changes. "
         "`top_k`, `min_p` and `repetition_penalty` are extensions of this app (and of vLLM or llama.cpp), "
@@ -283,13 +293,17 @@ def render() -> None:
         request = journey_request(settings.journey_input())
         body_bytes = len(request.wire_body())
         intro = st.container()  # the lesson quotes the answer, which is generated after the request is shown
-        _show_request_views(request)
+        ready = when_idle(DETAILS, after_ms=0)  # the browser has drawn the body: the code blocks may come
+        _show_request_views(request, ready)
         prepared, answer = answered_prompt(settings)
         usage = answer.response["usage"]
         with intro:
             parameters = len(request.to_payload()) - 2  # every field but model and messages
             lesson(request_lesson(body_bytes, len(request.messages), parameters, usage["prompt_tokens"],
                                   usage["completion_tokens"], answer.response["choices"][0]["finish_reason"]))
+        if not ready:
+            st.caption(DETAILS_PENDING)
+            return
         responses, response, stateless, remote = st.tabs(["The Responses API", "The response", "Every turn sends it all",
                                                           "Send it for real"])
         with responses:

@@ -7,6 +7,7 @@ page's main visual on the first screen."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -29,7 +30,7 @@ PROMPT = "Why do cats purr? Answer briefly."  # not the default: every page must
 CHART = '[data-testid="stPlotlyChart"]'
 MAIN_VISUAL = {
     "": '[data-testid="stColumn"] [data-testid="stPageLink"]',  # the journey map itself
-    "request": '[data-testid="stCode"]',  # the request body
+    "request": ".live-code pre",  # the request body (ui/live_code.js)
     "gateway": '[data-testid="stColumn"]',  # the call's steps through the gateway
     "failures": '[data-testid="stForm"]',  # the fault and the client's settings (the timeline comes once sent)
     "tokenization": ".token-chips",  # the prompt cut into tokens
@@ -198,6 +199,11 @@ def test_a_lesson_shows_its_first_sentences_and_folds_the_rest(app_url, page):
 def test_send_it_for_real_starts_at_this_servers_own_address(app_url, page):
     open_page(page, app_url, "request")
     main = page.get_by_test_id("stMainBlockContainer")
+    # The JSON body (ui/live_code.js) shows exactly the text the page sent, its keys coloured as keys.
+    body = main.locator(".live-code")
+    sent = body.evaluate("root => root.liveData.text")
+    assert body.locator("pre").inner_text() == sent and json.loads(sent)["messages"]
+    assert body.locator(".lc-key").first.inner_text() == '"model"'
     main.get_by_role("tab", name="Send it for real").click()
     box = main.get_by_role("textbox", name="Base URL")
     expect(box).to_have_value(f"{app_url}/v1")

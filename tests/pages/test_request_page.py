@@ -14,7 +14,7 @@ from lifecycle.stages.sampling import SamplingSettings
 from lifecycle.stages.request import chat_request
 from lifecycle.api.responses_request import as_responses_request
 from lifecycle.api.snippets import python_call
-from tests.pages.harness import markdowns, texts
+from tests.pages.harness import component_data, markdowns, texts
 
 RESENT_CHART = "resent_chart_open"  # views/request.py's expander key
 
@@ -23,7 +23,8 @@ SECRET = "sk-test-secret-key-0123456789"
 
 
 def _codes(app) -> list[str]:
-    return [code.value for code in app.code]
+    """Every code block's text, the JSON body's (drawn by ui.live_code, not st.code) first."""
+    return [component_data(app, "request_body")["text"], *(code.value for code in app.code)]
 
 
 def _chart(app, key: str) -> dict:
@@ -33,6 +34,7 @@ def _chart(app, key: str) -> dict:
 def _everything_shown(app) -> str:
     """Every value the page shows in its main area: texts, code, markdown, metrics and tables."""
     parts = [el.value for kind in ("text", "code", "markdown", "caption", "error", "warning") for el in getattr(app, kind)]
+    parts.append(component_data(app, "request_body")["text"])
     parts += [str(metric.value) for metric in app.metric]
     parts += [frame.value.to_csv() for frame in app.dataframe]
     return "\n".join(parts)

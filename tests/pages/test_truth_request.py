@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from lifecycle.stages.request import EXTENSIONS
-from tests.pages.harness import markdowns, run_page
+from tests.pages.harness import component_data, markdowns, run_page
 from tests.pages.recompute import template_ids, transformers_greedy
 from tests.reference import reference_tokenizer
 
@@ -37,10 +37,11 @@ def _lesson(app) -> str:
 
 
 def _json_codes(app) -> list[dict]:
+    """Every JSON object the page shows in a code block, the body (drawn by ui.live_code) first."""
     shown = []
-    for code in app.code:
+    for text in (component_data(app, "request_body")["text"], *(code.value for code in app.code)):
         try:
-            value = json.loads(code.value)
+            value = json.loads(text)
         except ValueError:
             continue
         if isinstance(value, dict):
