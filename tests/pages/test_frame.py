@@ -22,12 +22,17 @@ def test_home_renders_the_map_with_a_link_to_every_stage(run_page):
     assert "30 layers" in model_line and "49,152 tokens" in model_line
 
 
+# The Agents page tests' question: this module runs in their worker (tests/conftest.py), so the Agents page finds
+# its loop and its roads for this prompt already computed.
+EVERY_PAGE_PROMPT = "What is 17 times 23?"
+
+
 @pytest.mark.parametrize("page", STAGES, ids=[p.url_path for p in STAGES])
 def test_every_stage_page_runs_and_shows_the_prompt(run_page, page):
-    app = run_page(page.url_path, prompt="Why is the sea salty?")
+    app = run_page(page.url_path, prompt=EVERY_PAGE_PROMPT)
     assert not app.exception
     assert app.title[0].value == page.title
-    assert "Why is the sea salty?" in texts(app)
+    assert EVERY_PAGE_PROMPT in texts(app)
     assert not app.error
 
 
