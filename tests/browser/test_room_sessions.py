@@ -24,7 +24,7 @@ def test_a_session_asks_for_the_details_run_a_browser_asks_for_once_the_picture_
     result = run_coroutine(visit(app_url, "generation", {"prompt": "Why is salt salty?", "max_tokens": 4}))
     assert result.finished and result.told_drawn == 1 and result.runs >= 2, result
     assert not result.exceptions and not result.errors and not missing_title(result)
-    plain = run_coroutine(visit(app_url, "request", {"prompt": "Why is salt salty?", "max_tokens": 4}))
+    plain = run_coroutine(visit(app_url, "gateway", {"prompt": "Why is salt salty?", "max_tokens": 4}))
     assert plain.finished and plain.told_drawn == 0, plain  # a page with no details held back
 
 
