@@ -3,7 +3,6 @@
 // lower triangle). Nothing is sent back: these controls only change what is drawn.
 // Every string (token labels included) is set with textContent: nothing is parsed as markup.
 
-const SVG = "http://www.w3.org/2000/svg";
 const TEXT = "#222222";
 const MASKED = "#EEEEEE";   // keys after the query: the causal mask
 const BAR = "#0072B2";      // charts.theme OKABE_ITO[0]
@@ -13,20 +12,8 @@ const TOP_KEYS = 8;
 const MEAN = -1;
 const LABEL_PITCH = 1.5;  // row labels at least this many font sizes apart (a token glyph like ␣ stands taller than the font)
 
-function element(tag, attributes = {}, parent = null, namespace = null) {
-  const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, String(value));
-  if (parent) parent.appendChild(made);
-  return made;
-}
 
-const svg = (tag, attributes, parent) => element(tag, attributes, parent, SVG);
 
-function text(tag, attributes, content, parent, namespace = SVG) {
-  const made = element(tag, attributes, parent, namespace);
-  made.textContent = content;
-  return made;
-}
 
 function decode(data) {
   const raw = atob(data.weights);

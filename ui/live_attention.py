@@ -7,17 +7,9 @@ change what is drawn, so nothing comes back to Python and no script runs when th
 
 from __future__ import annotations
 
-from pathlib import Path
+from ui.live_dom import figure_component
 
-import streamlit as st
-
-_HERE = Path(__file__).resolve().parent
-_COMPONENT = st.components.v2.component(
-    "lifecycle_live_attention",
-    js=(_HERE / "live_attention.js").read_text(),
-    css=(_HERE / "live_attention.css").read_text(),
-    isolate_styles=False,  # in the page's DOM, so the page's font and the browser tests' DOM checks reach it
-)
+_COMPONENT = figure_component("live_attention")
 
 
 def live_attention_maps(data: dict, key: str) -> None:

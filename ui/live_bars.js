@@ -3,41 +3,9 @@
 // a chart's views (e.g. probability and log-probability) redraws here, with no script run. Every string is set
 // with textContent: nothing is parsed as markup.
 
-const SVG = "http://www.w3.org/2000/svg";
 const GRID = "#E5E5E5", INK = "#222222", LINE = "#D55E00";
 const ROW_PX = 28, BAR_PX = 20, GAP_PX = 8;
 const MIN_BARS_PX = 120;  // the bars keep at least this much of a narrow column; long labels are cut instead
-
-function element(tag, attributes = {}, parent = null, namespace = null) {
-  const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, String(value));
-  if (parent) parent.appendChild(made);
-  return made;
-}
-const svg = (tag, attributes, parent) => element(tag, attributes, parent, SVG);
-function text(tag, attributes, content, parent, namespace = SVG) {
-  const made = element(tag, attributes, parent, namespace);
-  made.textContent = content;
-  return made;
-}
-
-function fontSize() {
-  return parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
-}
-
-function measurer(root, font) {
-  const context = document.createElement("canvas").getContext("2d");
-  context.font = `${font}px ${getComputedStyle(root).fontFamily}`;
-  return (label) => context.measureText(label).width;
-}
-
-// The label cut with "…" until it fits ``width`` px.
-function fitted(label, width, measure) {
-  if (measure(label) <= width) return label;
-  let kept = label;
-  while (kept.length > 1 && measure(`${kept}…`) > width) kept = kept.slice(0, -1);
-  return `${kept}…`;
-}
 
 // ---- the value axis: round steps, labels that never touch ----
 
@@ -132,7 +100,7 @@ function drawRow(state, row, y, { x, font, measure, stacked, grouped, labelWidth
   const group = svg("g", { "data-row": row.label }, state.chart);
   if (row.title) text("title", {}, row.title, group);
   text("text", { x: labelWidth - GAP_PX, y: y + rowPx / 2 + font * 0.35, "text-anchor": "end", "font-size": font, class: "lb-label" },
-       fitted(row.label, labelWidth - GAP_PX, measure), group);
+       cutToFit(row.label, labelWidth - GAP_PX, measure), group);
   const thick = grouped ? BAR_PX / row.segments.length : BAR_PX;
   let from = 0;
   row.segments.forEach((segment, index) => {

@@ -10,17 +10,9 @@ probability and log-probability) switches between them in the browser; nothing c
 
 from __future__ import annotations
 
-from pathlib import Path
+from ui.live_dom import figure_component
 
-import streamlit as st
-
-_HERE = Path(__file__).resolve().parent
-_COMPONENT = st.components.v2.component(
-    "lifecycle_live_bars",
-    js=(_HERE / "live_bars.js").read_text(),
-    css=(_HERE / "live_bars.css").read_text(),
-    isolate_styles=False,  # in the page's DOM, so the page's font and the browser tests' DOM checks reach it
-)
+_COMPONENT = figure_component("live_bars")
 
 
 def live_bars(data: dict, key: str) -> None:

@@ -4,7 +4,6 @@
 // (layer, head, token) goes back to Python, so the step-by-step details below follow.
 // Every string (token labels included) is set with textContent: nothing is parsed as markup.
 
-const SVG = "http://www.w3.org/2000/svg";
 const BLUE = "#0072B2";     // charts.theme OKABE_ITO[0]: attention
 const ORANGE = "#E69F00";   // OKABE_ITO[1]: the chosen layer
 const GREEN = "#009E73";    // OKABE_ITO[2]: the residual adds
@@ -12,20 +11,8 @@ const RED = "#D55E00";      // OKABE_ITO[5]: the MLP
 const STEP_FILL = "#9CC3E4";
 const SEND_AFTER_MS = 350;
 
-function element(tag, attributes = {}, parent = null, namespace = null) {
-  const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, String(value));
-  if (parent) parent.appendChild(made);
-  return made;
-}
 
-const svg = (tag, attributes, parent) => element(tag, attributes, parent, SVG);
 
-function text(tag, attributes, content, parent, namespace = SVG) {
-  const made = element(tag, attributes, parent, namespace);
-  made.textContent = content;
-  return made;
-}
 
 function fitted(measure, label, room) {
   if (measure.measureText(label).width <= room) return label;

@@ -9,17 +9,12 @@ reruns the page so the step-by-step details follow.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import streamlit as st
 
-_HERE = Path(__file__).resolve().parent
-_COMPONENT = st.components.v2.component(
-    "lifecycle_live_block",
-    js=(_HERE / "live_block.js").read_text(),
-    css=(_HERE / "live_block.css").read_text(),
-    isolate_styles=False,  # in the page's DOM, so the page's font and the browser tests' DOM checks reach it
-)
+from ui.live_dom import figure_component
+
+_COMPONENT = figure_component("live_block")
 
 
 def live_block(data: dict, key: str, on_view: Callable[[], None]) -> None:

@@ -6,13 +6,6 @@
 // JSON's tokens in order: a string (a key when a colon follows), a number, a literal, or anything else.
 const TOKENS = /("(?:[^"\\]|\\.)*")(\s*:)?|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)|\b(true|false|null)\b|([^"\d\-tfn]+|.)/gsy;
 
-function element(tag, attributes = {}, parent = null) {
-  const made = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, String(value));
-  if (parent) parent.appendChild(made);
-  return made;
-}
-
 function span(kind, content, parent) {
   const made = element("span", kind ? { class: `lc-${kind}` } : {}, parent);
   made.textContent = content;

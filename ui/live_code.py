@@ -8,17 +8,9 @@ numbers and literals itself, and has a copy button. Nothing comes back to Python
 
 from __future__ import annotations
 
-from pathlib import Path
+from ui.live_dom import figure_component
 
-import streamlit as st
-
-_HERE = Path(__file__).resolve().parent
-_COMPONENT = st.components.v2.component(
-    "lifecycle_live_code",
-    js=(_HERE / "live_code.js").read_text(),
-    css=(_HERE / "live_code.css").read_text(),
-    isolate_styles=False,  # in the page's DOM, so the page's fonts and the browser tests' DOM checks reach it
-)
+_COMPONENT = figure_component("live_code")
 
 
 def live_code(text: str, key: str, language: str = "json", label: str = "") -> None:

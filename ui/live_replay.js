@@ -2,7 +2,6 @@
 // charts/live_replay.py sends each finished run once as arrays; the buttons, the slider and the play
 // button redraw here, with no script run. Every string is set with textContent: nothing is parsed as markup.
 
-const SVG = "http://www.w3.org/2000/svg";
 const BLUE = "#0072B2", ORANGE = "#E69F00", GREEN = "#009E73", VERMILION = "#D55E00", PURPLE = "#CC79A7";
 const MUTED = "#B0B0B0", GRID = "#E5E5E5", INK = "#222222";
 const KIND_COLOURS = { role: BLUE, content: GREEN, finish: VERMILION, usage: PURPLE, done: "#000000", error: VERMILION };
@@ -12,29 +11,6 @@ const num = (n) => n.toLocaleString("en");
 const fixed = (value, digits) => value.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 // As the page's Python writes a size (views/kv_cache.py kib): KiB with one decimal below a MiB, else MiB with two.
 const mib = (bytes) => (bytes < 2 ** 20 ? `${fixed(bytes / 1024, 1)} KiB` : `${fixed(bytes / 2 ** 20, 2)} MiB`);
-
-function element(tag, attributes = {}, parent = null, namespace = null) {
-  const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, String(value));
-  if (parent) parent.appendChild(made);
-  return made;
-}
-const svg = (tag, attributes, parent) => element(tag, attributes, parent, SVG);
-function text(tag, attributes, content, parent, namespace = SVG) {
-  const made = element(tag, attributes, parent, namespace);
-  made.textContent = content;
-  return made;
-}
-
-function fontSize() {
-  return parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
-}
-
-function measurer(root, font) {
-  const context = document.createElement("canvas").getContext("2d");
-  context.font = `${font}px ${getComputedStyle(root).fontFamily}`;
-  return (label) => context.measureText(label).width;
-}
 
 // ---- the controls every replay shares: start, back, next, end (and play), and a slider ----
 

@@ -8,17 +8,9 @@ back to Python and no control starts a script run.
 
 from __future__ import annotations
 
-from pathlib import Path
+from ui.live_dom import figure_component
 
-import streamlit as st
-
-_HERE = Path(__file__).resolve().parent
-_COMPONENT = st.components.v2.component(
-    "lifecycle_live_replay",
-    js=(_HERE / "live_replay.js").read_text(),
-    css=(_HERE / "live_replay.css").read_text(),
-    isolate_styles=False,  # in the page's DOM, so the page's font and the browser tests' DOM checks reach it
-)
+_COMPONENT = figure_component("live_replay")
 
 
 def live_replay(data: dict, key: str) -> None:

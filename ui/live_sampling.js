@@ -3,7 +3,6 @@
 // resample() mirrors lifecycle.stages.sampling.apply_sampling (after its moving stages, which Python ran).
 // Token labels and every other string are set with textContent: nothing is parsed as markup.
 
-const SVG = "http://www.w3.org/2000/svg";
 const BASE_COLOUR = "#0072B2";   // charts.theme OKABE_ITO[0], as in the page's other charts
 const FINAL_COLOUR = "#E69F00";  // OKABE_ITO[1]
 const MUTED = "#B0B0B0";         // charts.theme MUTED: removed by a stage
@@ -99,22 +98,8 @@ export function resample(model, s, stages) {
 
 const percent = (p) => `${(100 * p).toFixed(1)}%`;
 
-function element(tag, attributes = {}, parent = null, namespace = null) {
-  const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, String(value));
-  if (parent) parent.appendChild(made);
-  return made;
-}
 
-function svg(tag, attributes, parent) {
-  return element(tag, attributes, parent, SVG);
-}
 
-function text(tag, attributes, content, parent, namespace = SVG) {
-  const made = element(tag, attributes, parent, namespace);
-  made.textContent = content;
-  return made;
-}
 
 // The axis end: the smallest round share at or above the largest bar.
 function axisEnd(largest) {

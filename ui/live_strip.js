@@ -3,39 +3,8 @@
 // with no script run, and hovering a cell names its token, dimension and value. The cells are one pixel each
 // on a canvas, scaled into the SVG; every string is set with textContent: nothing is parsed as markup.
 
-const SVG = "http://www.w3.org/2000/svg";
 const GRID = "#888888";
 const BAR_PX = 14, GAP_PX = 8, MIN_ROW_PX = 6, MAX_ROW_PX = 20, ROWS_PX = 640;
-
-function element(tag, attributes = {}, parent = null, namespace = null) {
-  const made = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, String(value));
-  if (parent) parent.appendChild(made);
-  return made;
-}
-const svg = (tag, attributes, parent) => element(tag, attributes, parent, SVG);
-function text(tag, attributes, content, parent, namespace = SVG) {
-  const made = element(tag, attributes, parent, namespace);
-  made.textContent = content;
-  return made;
-}
-
-function fontSize() {
-  return parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
-}
-
-function measurer(root, font) {
-  const context = document.createElement("canvas").getContext("2d");
-  context.font = `${font}px ${getComputedStyle(root).fontFamily}`;
-  return (label) => context.measureText(label).width;
-}
-
-function fitted(label, width, measure) {
-  if (measure(label) <= width) return label;
-  let kept = label;
-  while (kept.length > 1 && measure(`${kept}…`) > width) kept = kept.slice(0, -1);
-  return `${kept}…`;
-}
 
 // IEEE 754 half precision, as numpy's float16 writes it (little-endian).
 function halfToFloat(bits) {
@@ -131,7 +100,7 @@ function draw(state, byControl = false) {
   data.labels.forEach((label, row) => {
     if (row % every) return;
     text("text", { x: left - GAP_PX, y: top + row * rowPx + rowPx / 2 + font * 0.35, "text-anchor": "end", "font-size": font,
-                   class: "ls-label" }, fitted(label, left - GAP_PX, measure), chart);
+                   class: "ls-label" }, cutToFit(label, left - GAP_PX, measure), chart);
   });
   const bottom = top + rows * rowPx;
   const cells = svg("image", { x: left, y: top, width: right - left, height: rows * rowPx, preserveAspectRatio: "none",

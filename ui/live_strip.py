@@ -8,17 +8,9 @@ the page holds no Plotly chart until its picture is drawn.
 
 from __future__ import annotations
 
-from pathlib import Path
+from ui.live_dom import figure_component
 
-import streamlit as st
-
-_HERE = Path(__file__).resolve().parent
-_COMPONENT = st.components.v2.component(
-    "lifecycle_live_strip",
-    js=(_HERE / "live_strip.js").read_text(),
-    css=(_HERE / "live_strip.css").read_text(),
-    isolate_styles=False,  # in the page's DOM, so the page's font and the browser tests' DOM checks reach it
-)
+_COMPONENT = figure_component("live_strip")
 
 
 def live_strip(data: dict, key: str) -> None:
