@@ -90,14 +90,14 @@ def budget_chart(rows: Sequence[tuple[str, ContextBudget]]) -> go.Figure:
 def budget_bars(rows: Sequence[tuple[str, ContextBudget]]) -> dict:
     """Stacked bars (ui.live_bars), one row per (label, budget), against the first budget's window: a dashed line
     marks it, so an overflowing row runs past it."""
-    present = [part for part in BUDGET_PARTS if any(budget_parts(budget).get(part) for _, budget in rows)]
+    parts_of = [budget_parts(budget) for _, budget in rows]
+    present = [part for part in BUDGET_PARTS if any(part in parts for parts in parts_of)]
     series = [Series(PART_LABELS.get(part, part), PART_COLOURS[part]) for part in present]
     bar_rows = []
-    for label, budget in rows:
-        parts = budget_parts(budget)
+    for (label, budget), parts in zip(rows, parts_of):
         segments = [Segment(parts[part], f"{parts[part]:,}", present.index(part),
                             f"{PART_LABELS.get(part, part)}: {parts[part]:,} tokens")
-                    for part in present if parts.get(part)]
+                    for part in present if part in parts]
         bar_rows.append(BarRow(label, segments, title=f"{label}: {budget.prompt_tokens + budget.output_reserve:,} of {budget.window:,} tokens"))
     window = rows[0][1].window
     view = BarView("tokens", "Context window (tokens)", bar_rows, line=(window, f"window {window:,}"))
