@@ -1,5 +1,6 @@
-"""Agents page charts: how often the forbidden phrase comes out in each case, and how far each
-road's logits land from the alone road's against the gap a greedy pick would need to flip."""
+"""Agents page charts: each round's prompt (what the prefix cache served and what was new), how often the
+forbidden phrase comes out in each case, and how far each road's logits land from the alone road's against
+the gap a greedy pick would need to flip."""
 
 from __future__ import annotations
 
@@ -7,9 +8,27 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from charts.theme import LEGEND_BELOW, OKABE_ITO, TEMPLATE, axis_title, wrap_label
+from charts.bars import BarChart, BarRow, BarView, Segment, Series, bars_data
+from charts.theme import LEGEND_BELOW, MUTED, OKABE_ITO, TEMPLATE, axis_title, wrap_label
 
 FIRST_TOKEN, DRAWS = OKABE_ITO[0], OKABE_ITO[1]  # blue and orange, as the page's caption names them
+
+
+def round_bars(prompt_tokens: Sequence[int], cached_tokens: Sequence[int], replies: Sequence[str]) -> dict:
+    """One stacked row per round of the loop (ui.live_bars): the prompt tokens the prefix cache served, then the
+    ones computed anew; each row labelled with what the round sent back (a tool call, or the answer)."""
+    rows = []
+    for index, (prompt, cached, reply) in enumerate(zip(prompt_tokens, cached_tokens, replies), start=1):
+        rows.append(BarRow(f"round {index}: {reply}", [
+            Segment(cached, f"{cached:,}" if cached else "", series=0, title=f"round {index}: {cached:,} tokens from the cache"),
+            Segment(prompt - cached, f"{prompt - cached:,}", series=1,
+                    title=f"round {index}: {prompt - cached:,} tokens computed anew"),
+        ], title=f"round {index}: {prompt:,} prompt tokens sent; the model replied {reply}"))
+    return bars_data(BarChart(
+        views=[BarView("prompt", "Prompt tokens sent in the round", rows)],
+        series=[Series("served by the prefix cache", MUTED), Series("computed anew", OKABE_ITO[0])],
+        mode="stack", legend=True, label=f"The prompt of each of {len(rows)} rounds",
+    ))
 
 
 def compliance_figure(cases: Sequence[str], first_token: Sequence[float], leaks: Sequence[int], draws: int) -> go.Figure:

@@ -1,17 +1,15 @@
 """Structured-output page chart: how many tokens of the vocabulary the grammar mask let through at
-each step of one constrained generation."""
+each step of one constrained generation, as browser-drawn columns (ui.live_bars) on a log axis."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-import plotly.graph_objects as go
+from charts.bars import BarChart, BarRow, BarView, Segment, Series, bars_data
+from charts.theme import OKABE_ITO
+from lifecycle.stages.vocabulary import show_token
 
-from charts.sampling import token_label
-from charts.theme import OKABE_ITO, TEMPLATE, axis_title
-
-AGREED, OVERRULED = OKABE_ITO[2], OKABE_ITO[5]
+AGREED, OVERRULED = OKABE_ITO[2], OKABE_ITO[1]  # green, orange (the page's caption names them)
 
 
 def _count_label(allowed: int) -> str:
@@ -28,27 +26,19 @@ def count_labels(allowed: Sequence[int]) -> list[str]:
     return [label if i == 0 or label != labels[i - 1] else "" for i, label in enumerate(labels)]
 
 
-def mask_figure(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequence[bool], vocabulary: int) -> go.Figure:
-    """One bar per generated token: how many tokens the mask allowed there (log axis, the whole
-    vocabulary as a dashed line); bars where the model's own favourite was masked out are marked."""
-    labels = [f"{i}. {token_label(t)}" for i, t in enumerate(tokens, start=1)]
-    colours = [OVERRULED if o else AGREED for o in overruled]
-    figure = go.Figure(
-        go.Bar(
-            x=labels, y=list(allowed), marker_color=colours, text=count_labels(allowed),
-            textposition="outside", textfont=dict(size=12), constraintext="none",
-            cliponaxis=False, customdata=["mask overruled the model" if o else "model's favourite allowed" for o in overruled],
-            hovertemplate="step %{x}: %{y:,} tokens allowed<br>%{customdata}<extra></extra>",
-        )
-    )
-    # The line's meaning is in the page's caption: its annotation landed off the chart on the log axis, and
-    # beside the line it would run into the bar labels.
-    figure.add_hline(y=vocabulary, line_dash="dash", line_color="grey")
-    figure.update_layout(
-        template=TEMPLATE, showlegend=False, height=380,
-        # Upright labels: slanted ones ran into their neighbours where Plotly showed every second token.
-        xaxis=dict(title=axis_title("Generated token"), tickangle=-90, tickfont=dict(size=14)),
-        yaxis=dict(title=axis_title("Tokens the mask allows", "log scale"), type="log", dtick=1, tickformat=",",
-                   range=[-0.2, math.log10(vocabulary) + 0.6]),
-    )
-    return figure
+def mask_bars(tokens: Sequence[str], allowed: Sequence[int], overruled: Sequence[bool], vocabulary: int) -> dict:
+    """One column per generated token: how many tokens the mask allowed there (log axis, the whole vocabulary
+    as a dashed line), coloured by whether the model's own favourite was among them."""
+    rows = [
+        BarRow(f"{i}. {show_token(token)}", [Segment(count, text, series=int(lost))],
+               title=f"step {i}, {show_token(token)}: {count:,} tokens allowed; "
+                     + ("the mask overruled the model" if lost else "the model's favourite was allowed"))
+        for i, (token, count, text, lost) in enumerate(zip(tokens, allowed, count_labels(allowed), overruled), start=1)
+    ]
+    return bars_data(BarChart(
+        views=[BarView("allowed", "Tokens the mask allows (log)", rows, scale="log",
+                       line=(vocabulary, f"the whole vocabulary: {vocabulary:,}"))],
+        series=[Series("the model's favourite was allowed", AGREED), Series("the mask overruled the model", OVERRULED)],
+        legend=True, orientation="columns", category="Generated token",
+        label=f"Tokens the grammar allowed at each of {len(rows)} steps",
+    ))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from charts.agent import compliance_figure, roads_figure
+from charts.agent import compliance_figure, round_bars, roads_figure
 from charts.theme import axis_title
 
 
@@ -25,3 +25,13 @@ def test_roads_bars_are_the_differences_with_half_the_margin_as_the_line():
     # A pick flips only when both of the two best logits move toward each other: by half the gap each at least.
     assert figure.layout.shapes[0].y0 == pytest.approx(0.0168 / 2)
     assert figure.layout.yaxis.type == "log"
+
+
+def test_round_rows_stack_the_cached_tokens_under_the_new_ones():
+    data = round_bars([120, 180], [0, 117], ["get_weather", "answer (stop)"])
+    rows = data["views"][0]["rows"]
+    assert [row["label"] for row in rows] == ["round 1: get_weather", "round 2: answer (stop)"]
+    assert [[s["value"] for s in row["segments"]] for row in rows] == [[0, 120], [117, 63]]
+    assert [[s["text"] for s in row["segments"]] for row in rows] == [["", "120"], ["117", "63"]]  # no "0" drawn
+    assert data["mode"] == "stack" and [s["name"] for s in data["series"]] == ["served by the prefix cache",
+                                                                                "computed anew"]

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from charts.logprobs import logprob_text_figure, wrap_tokens
-from charts.structured import mask_figure
+from charts.structured import mask_bars
 
 
 def test_tokens_wrap_at_the_line_end_and_after_line_breaks():
@@ -25,15 +25,16 @@ def test_boxes_are_coloured_by_probability_and_labels_are_escaped():
     assert "logprob -0.105 (p = 90.0%)" in bar.hovertext[0] and "A: -2.996" in bar.hovertext[0]
 
 
-def test_mask_chart_has_one_bar_per_step_and_marks_overruled_steps():
-    figure = mask_figure(["{\"", "name", "<b>"], [1, 29, 48782], [False, True, False], 49152)
-    bar = figure.data[0]
-    assert list(bar.y) == [1, 29, 48782] and bar.x[2] == "3. &lt;b&gt;"
-    assert bar.marker.color[1] != bar.marker.color[0] == bar.marker.color[2]
-    assert list(bar.text) == ["", "29", "48.8k"]  # forced steps (1 allowed) stay unlabelled
-    repeated = mask_figure(["a", "b", "c", "d"], [48782, 48765, 5, 48782], [False] * 4, 49152).data[0]
-    assert list(repeated.text) == ["48.8k", "", "5", "48.8k"]  # a run of equal counts is labelled once
-    assert figure.layout.shapes[0].y0 == 49152
+def test_mask_chart_has_one_column_per_step_and_marks_overruled_steps():
+    data = mask_bars(["{\"", "name", "<b>"], [1, 29, 48782], [False, True, False], 49152)
+    (view,) = data["views"]
+    rows = view["rows"]
+    assert [r["segments"][0]["value"] for r in rows] == [1, 29, 48782] and rows[2]["label"] == "3. <b>"  # plain text
+    assert [r["segments"][0]["series"] for r in rows] == [0, 1, 0]
+    assert [r["segments"][0]["text"] for r in rows] == ["", "29", "48.8k"]  # forced steps (1 allowed) stay unlabelled
+    repeated = mask_bars(["a", "b", "c", "d"], [48782, 48765, 5, 48782], [False] * 4, 49152)["views"][0]["rows"]
+    assert [r["segments"][0]["text"] for r in repeated] == ["48.8k", "", "5", "48.8k"]  # a run of equal counts once
+    assert view["scale"] == "log" and view["line"]["at"] == 49152 and data["orientation"] == "columns"
 
 
 def test_drawn_from_lists_only_tokens_still_in_play(logits):

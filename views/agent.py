@@ -3,7 +3,8 @@ temperature 0's different roads, and the guardrail that lives outside the model.
 
 The loop runs through lifecycle.features.agent, the measurements through lifecycle.features.injection and
 lifecycle.features.determinism (every model call an engine request or job); the sentences come from
-lifecycle.lessons.agent, chosen by this run's numbers.
+lifecycle.lessons.agent, chosen by this run's numbers. The loop's rounds are drawn in the browser (ui.live_bars);
+the table, the measurements and their Plotly charts come in the run after that picture is drawn (ui.when_idle).
 """
 
 import json
@@ -11,7 +12,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from charts.agent import compliance_figure, roads_figure
+from charts.agent import compliance_figure, round_bars, roads_figure
 from lifecycle.features.agent import LOCAL_TOOLS, MAX_ROUNDS, AgentRun, engine_send, run_agent
 from lifecycle.lessons.agent import (agent_loop_lesson, injection_sentence, roads_sentence, summation_sentence,
                                      tendency_sentence)
@@ -22,11 +23,14 @@ from lifecycle.features.guardrail import check_seconds, parse_guardrail
 from lifecycle.features.injection import CASES, MAX_DRAWS, InjectionRun, InjectionSetup, measure_injection, targets
 from ui.cache import per_prompt_cache
 from ui.frame import input_error, lesson, loaded_model, show_text, stage_page
+from ui.live_bars import live_bars
 from ui.tables import fitted_table
+from ui.when_idle import details_ready
 
 AGENT_MAX_TOKENS = 64
 AGENT_ROUNDS = 3
 DRAWS = 12
+DETAILS = "agent_details"  # ui.when_idle: the rounds' table and the measurements come once the rounds are drawn
 
 
 @per_prompt_cache
@@ -44,7 +48,13 @@ def _roads(messages_json: str, _loaded) -> DeterminismRun:
     return compare_roads(_loaded, render_messages(json.loads(messages_json)).ids)
 
 
-def _agent_loop(messages: list[dict], loaded) -> None:
+def _reply(round_) -> str:
+    """What a round sent back, as a row label: its tool calls (names only), or that it answered."""
+    calls = [call["function"]["name"] for call in round_.reply.tool_calls]
+    return ", ".join(calls) if calls else f"answer ({round_.reply.finish_reason})"
+
+
+def _agent_loop(messages: list[dict], loaded) -> AgentRun:
     st.subheader("The agent loop: call, run the tool, call again", anchor=False)
     rounds = st.number_input("Round limit", 1, MAX_ROUNDS, AGENT_ROUNDS, key="agent_rounds")
     with st.spinner("Running the loop…", show_time=True):
@@ -54,6 +64,12 @@ def _agent_loop(messages: list[dict], loaded) -> None:
     errors = sum("error" in result for r in run.rounds for result in r.tool_results)
     lesson(agent_loop_lesson(len(run.rounds), run.outcome, calls, errors, [tool.name for tool in LOCAL_TOOLS],
                              first.prompt_tokens, last.prompt_tokens, last.cached_tokens))
+    live_bars(round_bars([r.prompt_tokens for r in run.rounds], [r.cached_tokens for r in run.rounds],
+                         [_reply(r) for r in run.rounds]), key="agent_rounds_bars")
+    return run
+
+
+def _rounds(run: AgentRun) -> None:
     rows = [{"round": r.index, "messages sent": len(r.messages), "prompt tokens": r.prompt_tokens,
              "cached tokens": r.cached_tokens, "finish_reason": r.reply.finish_reason,
              "tool call": "; ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in r.reply.tool_calls),
@@ -172,7 +188,10 @@ def _temperature_zero(messages: list[dict], loaded) -> None:
 def render() -> None:
     with stage_page("agent") as settings:
         loaded = loaded_model()
-        _agent_loop(settings.messages(), loaded)
+        run = _agent_loop(settings.messages(), loaded)
+        if not details_ready(DETAILS):
+            return
+        _rounds(run)
         measured = _tendency(loaded)
         if measured is not None:
             _guardrail(measured)

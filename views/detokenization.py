@@ -2,14 +2,15 @@
 
 The journey's generated ids are pushed one by one through ``lifecycle.stages.detokenization``; a button runs
 the same on the model's own ids for a text with emoji, whose characters span several tokens, so
-held-back incomplete UTF-8 is visible even when this run's answer has none.
+held-back incomplete UTF-8 is visible even when this run's answer has none. The answer's columns are drawn in
+the browser (ui.live_bars); the tables, the example, the raw text and the response object come in the run after
+that picture is drawn (ui.when_idle), so a new tab does not wait for their code.
 """
 
 import pandas as pd
 import streamlit as st
 
-from charts.detokenization import bytes_per_token
-from charts.sampling import token_label
+from charts.detokenization import bytes_bars
 from lifecycle.stages.detokenization import DetokenizedStep, detokenize
 from lifecycle.lessons.detokenization import detokenized_sentence
 from lifecycle.stages.vocabulary import show_token, token_display
@@ -17,14 +18,17 @@ from lifecycle.stages.streaming import assemble
 from lifecycle.stages.tokenization import encode_plain
 from ui.cache import answered_prompt
 from ui.frame import lesson, loaded_model, stage_page
+from ui.live_bars import live_bars
 from ui.tables import fitted_table
 from ui.text import safe_markdown
+from ui.when_idle import details_ready
 
 SPLIT_EXAMPLE = "I love 🦀 and 🍣"
 EXAMPLE = "detokenization_example"  # session state: the split-character example is open
 MAX_EXAMPLE_CHARS = 200
 TABLE_ROWS = 300
 CHART_TOKENS = 60
+DETAILS = "detokenization_details"  # ui.when_idle: everything under the answer's columns comes once they are drawn
 
 
 def _hex(data: bytes) -> str:
@@ -47,14 +51,18 @@ def _table(steps: list[DetokenizedStep]) -> pd.DataFrame:
 
 def _chart(steps: list[DetokenizedStep], key: str) -> None:
     shown = steps[:CHART_TOKENS]
-    labels = [f"{i + 1}: {token_label(token_display(s.bytes))}" for i, s in enumerate(shown)]
-    st.plotly_chart(bytes_per_token(labels, [len(s.bytes) for s in shown], [len(s.held) for s in shown]), key=key, theme=None)
+    labels = [f"{i + 1}: {token_display(s.bytes)}" for i, s in enumerate(shown)]
+    live_bars(bytes_bars(labels, [len(s.bytes) for s in shown], [len(s.held) for s in shown]), key=key)
     if len(steps) > CHART_TOKENS:
         st.caption(f"The chart shows the first {CHART_TOKENS} of {len(steps)} tokens.")
 
 
 def _steps_view(steps: list[DetokenizedStep], key: str) -> None:
     _chart(steps, key)
+    _steps_table(steps, key)
+
+
+def _steps_table(steps: list[DetokenizedStep], key: str) -> None:
     fitted_table(_table(steps), ["Step", "Id", "Bytes (hex)", "Emitted"], key=f"{key}_bytes", full_from=840,
                  hide_index=True, narrow_widths={"Step": 45, "Id": 65, "Bytes (hex)": 110, "Emitted": 120})
     if len(steps) > TABLE_ROWS:
@@ -135,9 +143,12 @@ def render() -> None:
         loaded = loaded_model()
         _lesson(answer)
         st.subheader("This answer, token by token", anchor=False)
-        st.markdown("Ids → bytes → text: each generated token's bytes, what the detokenizer emitted when it arrived, "
-                    "and the bytes of an unfinished character it held back.")
-        _steps_view(answer.detokenized, key="answer_chart")
+        _chart(answer.detokenized, key="answer_chart")
+        st.caption("Ids → bytes → text: each generated token's bytes, and the bytes of an unfinished character the "
+                   "detokenizer held back after it; the table below adds what it emitted when each token arrived.")
+        if not details_ready(DETAILS):
+            return
+        _steps_table(answer.detokenized, key="answer_chart")
         _split_example(loaded)
         _raw_and_rendered(answer.generation.text)
         _response(answer)

@@ -4,6 +4,9 @@ Shows the model's state and the calls queued or running now (refreshing itself),
 from any client (the SQLite call log), and one call's whole journey: the raw request as received,
 the gateway's decisions, its tokens and context budget, the SSE frames with their timestamps,
 TTFT and tokens/s, the response and usage. Everything a client or the model wrote is shown as text.
+The live panel comes first; the engine's timeline, the snippets, the tables and the call's journey come in
+the run after it is drawn (ui.when_idle), so a new tab does not wait for their code (plotly.js, the data grid,
+the syntax highlighter).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ui.engine_state import engine_section
 from ui.frame import lesson, presenting, show_text, stage_page
 from ui.settings import JourneySettings
 from ui.text import literal, ms
+from ui.when_idle import details_ready
 
 RECENT = 200  # calls listed in the table
 TOKENS_SHOWN = 64  # prompt tokens decoded one by one
@@ -49,6 +53,7 @@ BODY_CHARS = 20_000  # of a raw request body
 WATCH_SECONDS = 2.0  # how often an idle page looks for new calls
 LIVE_SECONDS = 1.0  # how often it refreshes while a call is in flight
 KEY_STATE = "live_calls_key"  # session state only: the key this visitor presented
+DETAILS = "live_calls_details"  # ui.when_idle: everything under the live panel comes once it is drawn
 
 
 def _reader(server: ApiServer) -> CallReader:
@@ -318,6 +323,8 @@ def render() -> None:
         st.fragment(_live_panel, run_every=interval)(log, reader, server.gateway.refused)
         if presenting():  # on a projector the model and its queue come first, the key box after them
             _key_box(reader)
+        if not details_ready(DETAILS):
+            return
         engine_section(settings)
         with st.expander("How to call it", expanded=not records, icon=":material/terminal:"):
             _how_to_call(settings, server.config.development_key)

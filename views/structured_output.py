@@ -4,6 +4,8 @@ The sidebar's prompt is sent with tools (or a response_format) chosen here; the 
 the tool definitions cost in the prompt, how many tokens the grammar mask allowed at each step,
 the stream deltas as OpenAI sends them (a tool call's arguments arriving in fragments), and the
 final object validated against its schema. The run goes through lifecycle.features.structured.follow_call.
+The mask's columns are drawn in the browser (ui.live_bars); the stream's table, the final object and the prompt
+come in the run after that picture is drawn (ui.when_idle), so a new tab does not wait for their code.
 The agent loop that runs such calls round after round is on the Agents page (views/agent.py).
 """
 
@@ -12,7 +14,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from charts.structured import mask_figure
+from charts.structured import mask_bars
 from lifecycle.errors import LifecycleError
 from lifecycle.lessons.structured_output import structured_lesson
 from lifecycle.features.structured import StructuredRun, follow_call
@@ -20,9 +22,11 @@ from lifecycle.features.tools import output_rules
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page, streamlit_page
+from ui.live_bars import live_bars
 from ui.tables import fitted_table
 from ui.settings import JourneySettings
 from ui.stages import stage
+from ui.when_idle import details_ready
 
 MAX_TOKENS = 120
 EXAMPLE_TOOLS = [
@@ -44,6 +48,7 @@ EXAMPLE_SCHEMA = {
 }
 CHOICES = ("required", "auto", "none")
 SHOWN_FRAGMENTS = 60
+DETAILS = "structured_details"  # ui.when_idle: the stream's table and the final object come once the mask is drawn
 
 
 @per_prompt_cache
@@ -121,12 +126,13 @@ def render() -> None:
         with st.spinner("Generating under the grammar…", show_time=True):
             run = _run(json.dumps(settings.messages()), json.dumps(fields, sort_keys=True), settings, loaded)
         _lesson(run)
-        st.plotly_chart(mask_figure([s.token for s in run.steps], [s.allowed for s in run.steps],
-                                    [not s.model_choice_allowed for s in run.steps], run.vocabulary),
-                        key="structured_mask", theme=None)
+        live_bars(mask_bars([s.token for s in run.steps], [s.allowed for s in run.steps],
+                            [not s.model_choice_allowed for s in run.steps], run.vocabulary), key="structured_mask")
         st.caption("Green: the model's own most likely token was allowed. Orange: the mask removed it and the token "
-                   f"was drawn from what the grammar allowed. A bar of 1 is a forced token; the dashed line is the whole "
-                   f"vocabulary ({run.vocabulary:,} tokens).")
+                   f"was drawn from what the grammar allowed. A column of 1 is a forced token; the dashed line is the "
+                   f"whole vocabulary ({run.vocabulary:,} tokens).")
+        if not details_ready(DETAILS):
+            return
         _fragments(run)
         _result(run)
         with st.expander("The prompt the model read"):

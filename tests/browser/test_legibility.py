@@ -46,7 +46,9 @@ MAIN_VISUAL = {
     "generation": ".live-replay svg",  # the step replay (ui/live_replay.js), drawn in SVG
     "kv-cache": ".live-replay svg",  # the growth slider's bars
     "streaming": ".live-replay svg",  # the recorded stream's replay
-    "agent": '[data-testid="stDataFrame"]',  # the agent loop's rounds (its measurements come further down)
+    "agent": ".live-bars svg",  # the agent loop's rounds (ui/live_bars.js; its measurements come further down)
+    "structured-output": ".live-bars svg",  # the mask's columns (ui/live_bars.js)
+    "detokenization": ".live-bars svg",  # the answer's bytes per token (ui/live_bars.js)
 }
 MIN_SHOWN_PX = 200  # of the main visual, inside the first screen
 

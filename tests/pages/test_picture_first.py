@@ -1,6 +1,6 @@
 """The pages that lead with a picture hold back, in their first run, every element whose code the browser must fetch
 and run before it draws anything of that run (a Plotly chart: plotly.js; a code block: its syntax highlighter; a
-data grid): the details under the picture come in the run the browser starts once it has drawn the picture
+data grid; a JSON viewer): the details under the picture come in the run the browser starts once it has drawn the picture
 (ui.when_idle.details_ready). The browser's side of it (the picture drawn before any Plotly chart, the details
 arriving by themselves) is tests/browser/test_instant_generation.py's; the open times are the bench's."""
 
@@ -18,7 +18,7 @@ PROMPT = "What's the capital of India?"
 # The pages with details held back: every view with a DETAILS key.
 PAGES = [page.url_path for page in (HOME, *STAGES) if hasattr(importlib.import_module(page.view), "DETAILS")]
 # Elements whose code Streamlit loads lazily, and large: a picture in the same run waits for it.
-HEAVY = ("plotly_chart", "code", "arrow_data_frame")
+HEAVY = ("plotly_chart", "code", "dataframe", "json")
 
 
 def _captions(app) -> list[str]:

@@ -5,7 +5,7 @@ import json
 from lifecycle.features.structured import follow_call
 from lifecycle.features.tools import output_rules
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import markdowns, plotly_figure
+from tests.pages.harness import component_data, markdowns
 
 PROMPT = "What's the weather in Paris?"
 SETTINGS = dict(prompt=PROMPT, temperature=0.0, max_tokens=8, seed=1)
@@ -19,9 +19,11 @@ def test_a_required_tool_call_is_followed_to_its_validated_arguments(run_page, l
 
     run = follow_call(loaded, [{"role": "user", "content": PROMPT}], rules, SamplingSettings(temperature=0.0, seed=1), 120)
     assert run.finish_reason == "tool_calls" and run.valid
-    figure = plotly_figure(app, "structured_mask")
-    assert list(figure.data[0].y) == [s.allowed for s in run.steps]
-    assert max(figure.data[0].y) < loaded.vocab_size
+    (view,) = component_data(app, "structured_mask")["views"]
+    allowed = [row["segments"][0]["value"] for row in view["rows"]]
+    assert allowed == [s.allowed for s in run.steps]
+    assert max(allowed) < loaded.vocab_size == view["line"]["at"]
+    assert [row["segments"][0]["series"] for row in view["rows"]] == [int(not s.model_choice_allowed) for s in run.steps]
     text = " ".join(m for m in markdowns(app))
     assert f"cost **{run.tool_tokens:,} prompt tokens**" in text and f"took **{len(run.steps)} tokens**" in text
     allowed = [s.allowed for s in run.steps]

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from tests.pages.harness import _typed_array, markdowns, run_page
+from tests.pages.harness import component_data, markdowns, run_page
 from tests.pages.recompute import BYTE_OF, template_ids, transformers_greedy
 from tests.reference import reference_tokenizer
 
@@ -91,8 +91,8 @@ def _tables(app):
 
 
 def _figure(app, key: str) -> dict:
-    spec = next(chart for chart in app.get("plotly_chart") if chart.proto.id.endswith(key)).proto.spec
-    return json.loads(spec, object_hook=_typed_array)
+    """The columns as the page sent them to the browser (ui.live_bars)."""
+    return component_data(app, key)
 
 
 def _check_steps(loaded, table, figure: dict, ids: list[int]) -> None:
@@ -114,10 +114,10 @@ def _check_steps(loaded, table, figure: dict, ids: list[int]) -> None:
                                                   for e, _ in steps]
     assert [e == "(special: not content)" for e in table["Emitted"]] == special
     assert list(table["Decoded alone (naive)"]) == [p.decode("utf-8", errors="replace") for p in pieces]
-    bars = figure["data"]  # the first 60 tokens: the bytes each carried, and the bytes held after it
+    rows = figure["views"][0]["rows"]  # the first 60 tokens: the bytes each carried, and the bytes held after it
     shown = min(len(ids), 60)
-    assert [int(v) for v in bars[0]["y"]] == [len(p) for p in pieces][:shown]
-    assert [int(v) for v in bars[1]["y"]] == [len(held) for _, held in steps][:shown]
+    assert [int(row["segments"][0]["value"]) for row in rows] == [len(p) for p in pieces][:shown]
+    assert [int(row["segments"][1]["value"]) for row in rows] == [len(held) for _, held in steps][:shown]
 
 
 @pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky", "japanese"])

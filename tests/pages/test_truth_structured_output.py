@@ -13,7 +13,6 @@ overruled the model fewer than the whole vocabulary can have been allowed.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 
@@ -21,14 +20,14 @@ import jsonschema
 import pytest
 import torch
 
-from tests.pages.harness import _typed_array, markdowns, run_page
+from tests.pages.harness import component_data, markdowns, run_page
 from tests.pages.recompute import CHARACTER_OF
 from tests.reference import reference_tokenizer
 
 PROMPTS = ["What's the capital of India?", "Why is the sky blue?"]
 MAX_TOKENS = 120  # the page's own cap on the structured answer
 SHOWN_FRAGMENTS = 60  # the page's stream table lists this many deltas
-ORANGE = "#D55E00"  # the chart's colour for a step where the mask removed the model's favourite
+OVERRULED = "the mask overruled the model"  # the legend's name for a step where the mask removed the favourite
 
 
 
@@ -41,11 +40,11 @@ def _template(loaded, messages: list[dict], tokenize: bool):
 
 
 def _generated_ids(loaded, figure: dict) -> list[int]:
-    """The answer's ids from the mask chart's labels ("12. ␣Delhi"): each label's text is one token's."""
+    """The answer's ids from the mask chart's labels ("12. ␣Delhi", plain text): each label's text is one token's."""
     ids = []
     tokenizer = reference_tokenizer(loaded)
-    for label in figure["data"][0]["x"]:
-        text = html.unescape(label.split(". ", 1)[1]).replace("␣", " ").replace("↵", "\n")
+    for row in figure["views"][0]["rows"]:
+        text = row["label"].split(". ", 1)[1].replace("␣", " ").replace("↵", "\n")
         token = text if text in tokenizer.all_special_tokens else "".join(
             CHARACTER_OF[b] for b in text.encode("utf-8"))
         token_id = tokenizer.convert_tokens_to_ids(token)
@@ -62,8 +61,8 @@ def _favourites(loaded, prompt_ids: list[int], answer: list[int]) -> list[int]:
 
 
 def _figure(app) -> dict:
-    spec = next(chart for chart in app.get("plotly_chart") if chart.proto.id.endswith("structured_mask")).proto.spec
-    return json.loads(spec, object_hook=_typed_array)
+    """The mask's columns as the page sent them to the browser (ui.live_bars)."""
+    return component_data(app, "structured_mask")
 
 
 def _read_prompt(app) -> str:
@@ -140,10 +139,11 @@ def test_the_prompt_is_the_templates_and_the_tools_cost_what_they_add(page, load
 def test_the_lesson_counts_the_steps_and_the_overruled_favourites(page, loaded):
     app, answer, favourites, figure = page["app"], page["answer"], page["favourites"], page["figure"]
     lesson = _lesson(app)
-    bars = figure["data"][0]
-    allowed = [int(v) for v in bars["y"]]
+    rows = figure["views"][0]["rows"]
+    allowed = [int(row["segments"][0]["value"]) for row in rows]
     overruled = [f != a for f, a in zip(favourites, answer)]  # greedy: an allowed favourite is the token taken
-    assert [c == ORANGE for c in bars["marker"]["color"]] == overruled
+    names = [figure["series"][row["segments"][0]["series"]]["name"] for row in rows]
+    assert [name == OVERRULED for name in names] == overruled
     vocabulary = len(reference_tokenizer(loaded))
     assert all(n < vocabulary for n, o in zip(allowed, overruled) if o)  # the mask removed the favourite there
     assert f"The answer took **{len(answer)} token{'s' * (len(answer) != 1)}**." in lesson
