@@ -73,10 +73,12 @@ def pytest_xdist_make_scheduler(config, log):
 BROWSER_MODULES_KEPT_TOGETHER = {"tests/browser/test_handout.py"}
 # Modules that open the same costly page, so that the second finds the first's results in the worker's caches: the
 # Agent page's loop, its injection measurement (the same for every prompt: ~13 s of CPU) and temperature 0's roads
-# (test_frame.py opens every page, the Agent page too, for their question: 28 s in a worker of its own).
+# (test_frame.py opens every page, the Agent page too, for their question: 28 s in a worker of its own;
+# test_picture_first.py opens the pages with details for the same question).
 MODULES_KEPT_TOGETHER = {module: "agent pages" for module in ("tests/pages/test_agent_page.py",
                                                                 "tests/pages/test_truth_agent.py",
-                                                                "tests/pages/test_frame.py")}
+                                                                "tests/pages/test_frame.py",
+                                                                "tests/pages/test_picture_first.py")}
 
 
 @pytest.fixture(scope="session")

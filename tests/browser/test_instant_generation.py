@@ -166,6 +166,8 @@ def test_the_picture_is_drawn_before_plotly_and_the_details_follow(app_url, page
     page.add_init_script(f"({_WATCH_ORDER})({json.dumps(PICTURES[url_path])})")
     page.goto(f"{app_url}/{url_path}?" + "&".join(f"{k}={v}" for k, v in SETTINGS.items()))
     wait_idle(page)  # waits for the details' run too
+    # A details run that waits on a measurement (KV cache's timings) may still be on its way: its charts must come.
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stPlotlyChart\"]')")
     page.wait_for_function(CHARTS_DRAWN)
     order = page.evaluate("window.order")
     assert "picture" in order and "plotly" in order, order

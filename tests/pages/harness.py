@@ -42,6 +42,9 @@ from ui.frame import MORE_LESSON
 from ui.stages import stage
 
 DETAILS_KEYS = details_keys()
+# The Agents page tests' question, with which test_frame.py and test_picture_first.py open every page: the three run
+# in one worker (tests/conftest.py's MODULES_KEPT_TOGETHER), so the Agents page finds its loop and roads computed.
+EVERY_PAGE_PROMPT = "What is 17 times 23?"
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 # Before every run AppTest registers the Streamlit components of the installed packages, reading the metadata of

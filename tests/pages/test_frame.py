@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.pages.harness import markdowns, open_page, texts
+from tests.pages.harness import EVERY_PAGE_PROMPT, markdowns, open_page, texts
 from ui.frame import MORE_LESSON, split_lesson
 from ui.settings import DEFAULT_PROMPT, NUMBERS, parse_history
 from ui.stages import PHASES, STAGES
@@ -22,9 +22,6 @@ def test_home_renders_the_map_with_a_link_to_every_stage(run_page):
     assert "30 layers" in model_line and "49,152 tokens" in model_line
 
 
-# The Agents page tests' question: this module runs in their worker (tests/conftest.py), so the Agents page finds
-# its loop and its roads for this prompt already computed.
-EVERY_PAGE_PROMPT = "What is 17 times 23?"
 
 
 @pytest.mark.parametrize("page", STAGES, ids=[p.url_path for p in STAGES])
