@@ -45,7 +45,7 @@ function logTicks(lo, hi, length, format, size) {
   for (let p = Math.ceil(Math.log10(lo) - 1e-9); p <= Math.log10(hi) + 1e-9; p += 1) values.push(10 ** p);
   const labels = values.map((v) => tickLabel(v, format, v));
   const room = length / Math.max(1, Math.log10(hi / lo));
-  const every = Math.max(1, Math.ceil(...labels.map((label) => (size(label) + GAP_PX) / room)));
+  const every = Math.max(1, Math.ceil(Math.max(...labels.map((label) => (size(label) + GAP_PX) / room))));
   return values.map((v, i) => [v, labels[i]]).filter((_, i) => i % every === 0);
 }
 
