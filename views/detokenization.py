@@ -13,7 +13,7 @@ import streamlit as st
 from charts.detokenization import bytes_bars
 from lifecycle.stages.detokenization import DetokenizedStep, detokenize
 from lifecycle.lessons.detokenization import detokenized_sentence
-from lifecycle.stages.vocabulary import show_token, token_display
+from lifecycle.stages.vocabulary import show_token
 from lifecycle.stages.streaming import assemble
 from lifecycle.stages.tokenization import encode_plain
 from ui.cache import answered_prompt
@@ -51,7 +51,7 @@ def _table(steps: list[DetokenizedStep]) -> pd.DataFrame:
 
 def _chart(steps: list[DetokenizedStep], key: str) -> None:
     shown = steps[:CHART_TOKENS]
-    labels = [f"{i + 1}: {token_display(s.bytes)}" for i, s in enumerate(shown)]
+    labels = [f"{i + 1}: {show_token(s.bytes)}" for i, s in enumerate(shown)]
     live_bars(bytes_bars(labels, [len(s.bytes) for s in shown], [len(s.held) for s in shown]), key=key)
     if len(steps) > CHART_TOKENS:
         st.caption(f"The chart shows the first {CHART_TOKENS} of {len(steps)} tokens.")

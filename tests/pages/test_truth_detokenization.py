@@ -118,6 +118,11 @@ def _check_steps(loaded, table, figure: dict, ids: list[int]) -> None:
     shown = min(len(ids), 60)
     assert [int(row["segments"][0]["value"]) for row in rows] == [len(p) for p in pieces][:shown]
     assert [int(row["segments"][1]["value"]) for row in rows] == [len(held) for _, held in steps][:shown]
+    for index, (row, piece) in enumerate(zip(rows, pieces), start=1):  # each column named by its step and token
+        try:
+            assert row["label"] == f"{index}: {_shown(piece.decode('utf-8'))}"
+        except UnicodeDecodeError:  # part of a character: its stray bytes written out
+            assert row["label"].startswith(f"{index}: ") and "<0x" in row["label"]
 
 
 @pytest.fixture(scope="module", params=PROMPTS, ids=["india", "sky", "japanese"])
