@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import import_module
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -32,8 +33,10 @@ from lifecycle.errors import LifecycleError
 from lifecycle.result_cache import ResultTimeout
 from lifecycle.api.wire import DEFAULT_BASE_URL
 from lifecycle.model import LoadedModel, ModelLoadError, is_loaded, model_name, shared_model
-from ui.settings import JourneySettings, current_settings, render_settings_sidebar, url_problems
+from ui.settings import (JourneySettings, current_settings, keep_link_settings, render_settings_sidebar,
+                         url_problems)
 from ui.stages import HOME, PHASES, STAGES, StagePage, neighbours, phase_of, stage
+from ui.when_idle import page_asks, start_run, when_idle
 
 APP_TITLE = "LLM Request Lifecycle"
 PROMPT_PREVIEW_CHARS = 400
@@ -47,6 +50,8 @@ _KEYS_SCRIPT = f"<script>eval(atob('{base64.b64encode((PRESENTER / 'keys.js').re
 LESSON_SHORT_CHARS = 240
 MORE_LESSON = "More of this lesson"
 _LESSON_REST = "presenter_lesson_rest"  # presenter mode: lesson details gathered during a stage page, shown at its end
+SETTINGS_LATER = "settings_later"  # ui.when_idle: a new tab's run after its picture, which draws the settings widgets
+_SESSION_RAN = "session_ran"  # set by a session's first run
 _LINK_PROBLEMS = "link_problems"  # (page, messages): what the link this page was opened with set that cannot be used
 # A sentence ends at . ! or ? (after any closing bold, code or bracket) followed by a capital or a quote.
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?:\*\*|`|\)|\")*\s+(?=[A-Z*`\"'(])")
@@ -76,7 +81,12 @@ def _link_problems(page: str) -> list[str]:
 
 
 def run_app() -> None:
-    """One session's script run: page config, URL checks, settings sidebar, then the chosen page."""
+    """One session's script run: page config, URL checks, settings sidebar, then the chosen page.
+
+    A new tab's first run leaves the settings widgets out (the page reads the link's settings, as the widgets
+    will): the browser draws the picture sooner. They come in the run the browser asks for once it has drawn the
+    page: the one that builds the page's details (ui.when_idle.details_ready), or for a page without details the
+    one the frame asks for itself."""
     present = _present_from_url()
     st.set_page_config(page_title=APP_TITLE, page_icon=":material/route:", layout="wide",
                        initial_sidebar_state="collapsed" if present else "auto")
@@ -92,9 +102,32 @@ def run_app() -> None:
         st.query_params[PRESENT] = "1"  # page switches drop parameters no widget is bound to
         st.html(PRESENTER / "presenter.css")
         st.html(_KEYS_SCRIPT, unsafe_allow_javascript=True)
-    render_settings_sidebar()
+    deferred = _SESSION_RAN not in st.session_state  # a new tab: its picture first, the settings widgets next run
+    st.session_state[_SESSION_RAN] = True
+    if deferred:
+        keep_link_settings()
+    else:
+        render_settings_sidebar()
     st.session_state.pop(_LESSON_REST, None)  # only a stage page gathers lesson details for its end
-    current.run()
+    start_run()
+    try:
+        current.run()
+    except PageEnded:
+        pass
+    finally:
+        if deferred and not page_asks():  # a page without details of its own asks for the widgets' run
+            with st.sidebar:
+                when_idle(SETTINGS_LATER, after_ms=0)
+
+
+class PageEnded(Exception):
+    """Raised by ``end_page``: the page has said all it can for this run."""
+
+
+def end_page() -> NoReturn:
+    """End the page's run here, as ``st.stop`` does, but let the frame finish its own part of the run (st.stop
+    would refuse every element after it, the frame's included)."""
+    raise PageEnded
 
 
 def _present_from_url() -> bool:
@@ -212,12 +245,12 @@ def stage_page(url_path: str, needs_prompt: bool = True) -> Iterator[JourneySett
         settings = current_settings()
     except LifecycleError as error:
         st.error(error.message, icon=":material/error:")
-        st.stop()
+        end_page()
     show_prompt(settings.prompt)
     if needs_prompt and not settings.prompt.strip():
         empty_prompt_message()
         _stage_links(page)
-        st.stop()
+        end_page()
     st.session_state[_LESSON_REST] = []
     try:
         yield settings

@@ -5,6 +5,10 @@ across page switches) and carried in the URL: each widget is bound to a query pa
 after its key, so ``/tokenization?prompt=Hi&temperature=0`` reopens that page with that prompt.
 Streamlit drops a URL value it cannot accept (wrong type, out of range) and uses the default;
 ``url_problems`` says so on the page instead of failing silently.
+
+A new tab's first run draws no widgets (their code held its picture back by up to half a second, measured
+in docs/benchmarks.md): ``current_settings`` then reads the URL as the widgets will (``url_settings``), and
+the widgets come in the run after the picture is drawn (ui.frame).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from lifecycle.errors import LifecycleError
 from lifecycle.journey import MAX_PROMPT_CHARS, JourneyInput
 from lifecycle.stages.sampling import SamplingSettings
 
+_LINK_SETTINGS = "link_settings"  # a new tab's link, until its widgets are drawn (keep_link_settings)
 # The walkthrough's question. At the default temperature 0 (greedy) SmolLM2-135M answers "The capital
 # of India is New Delhi, …" in 24 tokens, finish_reason "stop" (checked in tests/pages/test_defaults.py).
 DEFAULT_PROMPT = "What's the capital of India?"
@@ -134,19 +139,26 @@ def parse_history(text: str) -> tuple[tuple[str, str], ...]:
     return tuple((role, "\n".join(lines).strip()) for role, lines in turns)
 
 
+def url_number(key: str, raw: str) -> int | float | None:
+    """The number a link's ``key=raw`` gives its widget, or None when the widget cannot take it (Streamlit then
+    uses the default): not a number, not finite, out of the widget's range, or not whole for a whole-number one."""
+    spec = NUMBERS[key]
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    whole = key not in INTEGERS or value.is_integer()
+    if not (math.isfinite(value) and spec.low <= value <= spec.high and whole):
+        return None
+    return int(value) if key in INTEGERS else value
+
+
 def url_problems(params: Mapping[str, str]) -> list[str]:
     """Messages for URL values the sidebar cannot use (Streamlit silently falls back to the default)."""
     problems = []
     for key, spec in NUMBERS.items():
         raw = params.get(key)
-        if raw is None:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            value = math.nan
-        whole = key not in INTEGERS or value.is_integer()
-        if not (math.isfinite(value) and spec.low <= value <= spec.high and whole):
+        if raw is not None and url_number(key, raw) is None:
             kind = "an integer" if key in INTEGERS else "a number"
             problems.append(
                 f"The link set {key}={raw[:40]!r}, but {key} must be {kind} from {spec.low:g} to "
@@ -157,10 +169,32 @@ def url_problems(params: Mapping[str, str]) -> list[str]:
     return problems
 
 
+def url_settings(params: Mapping[str, str]) -> dict[str, object]:
+    """Each sidebar widget's value as the widget takes it from a link's query ``params``: a value it cannot take
+    (see ``url_number``; a checkbox reads true or false) leaves the default, and the prompt is cut at its limit."""
+    values = bound_defaults()
+    for key, raw in params.items():
+        if key in NUMBERS:
+            number = url_number(key, raw)
+            values[key] = values[key] if number is None else number
+        elif key == "include_usage" and raw.lower() in {"true", "false"}:
+            values[key] = raw.lower() == "true"
+        elif key in {"prompt", "system_prompt", "history"}:
+            values[key] = raw[:MAX_PROMPT_CHARS] if key == "prompt" else raw
+    return values
+
+
 def bound_defaults() -> dict[str, object]:
     """Each sidebar widget's key (its query parameter) and default value; a default is never in the URL."""
     numbers = {key: widget_default(key) for key in NUMBERS}
     return {"prompt": DEFAULT_PROMPT, "system_prompt": "", "history": "", **numbers, "include_usage": True}
+
+
+def keep_link_settings() -> None:
+    """Keep the settings of the link a new tab opened with, for the run that first draws the widgets: a page switch
+    before then (a click, presenter mode's arrow keys) drops every URL parameter no widget is bound to yet."""
+    link = st.query_params.to_dict()
+    st.session_state[_LINK_SETTINGS] = {key: link[key] for key in bound_defaults() if key in link}
 
 
 def restore_lost_query() -> None:
@@ -168,13 +202,22 @@ def restore_lost_query() -> None:
 
     Streamlit's frontend carries bound parameters across a sidebar page switch, but under load it
     sometimes sends the new page's run without them (seen in the browser suite: the widgets kept the
-    prompt, the URL stayed bare). Streamlit writes a bound widget's value back to the URL when it was
-    set through ``st.session_state`` before the widget is drawn, so a value missing from the URL is set
-    again, unchanged. Must run before the widgets are created."""
+    prompt, the URL stayed bare), and it drops them when the switch comes before the widgets were
+    first drawn (the link's settings, ``keep_link_settings``). Streamlit writes a bound widget's value
+    back to the URL when it was set through ``st.session_state`` before the widget is drawn, so a value
+    missing from the URL is set again, unchanged; a link's value goes back into the URL as the link wrote
+    it, and into the widget as the widget takes it. Must run before the widgets are created."""
     state, query = st.session_state, st.query_params
+    link = state.pop(_LINK_SETTINGS, {})
     for key, default in bound_defaults().items():
-        if key in state and key not in query and state[key] != default:
+        if key in query:
+            continue
+        if key in state and state[key] != default:
             state[key] = state[key]
+        elif key not in state and key in link:
+            value = url_settings({key: link[key]})[key]
+            if value != default:
+                query[key], state[key] = link[key], value
 
 
 def render_settings_sidebar() -> None:
@@ -230,13 +273,21 @@ def _number_widget(key: str, spec: NumberSpec) -> None:
         st.number_input(spec.label, low, high, default, step, **arguments)
 
 
+def settings_drawn() -> bool:
+    """Whether this session has drawn the sidebar's settings widgets (each keeps its value in the session)."""
+    return any(key in st.session_state for key in bound_defaults())
+
+
 def current_settings() -> JourneySettings:
-    """The settings of this session, from the sidebar widgets (defaults for any not rendered).
+    """The settings of this session: the sidebar widgets' values, or before they are drawn (a new tab's first
+    run) the link's, as the widgets will take them.
 
     Raises LifecycleError when the conversation history cannot be read.
     """
     state = st.session_state
-    values = {key: state[key] for key in bound_defaults() if key in state and key != "history"}
-    history = parse_history(state.get("history", "") or "")
+    if settings_drawn():
+        values = {key: state[key] for key in bound_defaults() if key in state}
+    else:
+        values = url_settings(st.query_params.to_dict())
+    history = parse_history(str(values.pop("history", "") or ""))
     return JourneySettings.from_sidebar(**values, history=history)
-

@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState  # Streamlit 1.67: is a fragment running
 
 AFTER_MS = 100  # after the page has drawn and the browser is idle: its first screen comes first
 DETAILS_PENDING = "Drawing the details below the picture…"
+_PAGE_ASKS = "when_idle_page_asks"
 _JS = """
 export default function ({ parentElement, data, setStateValue }) {
   parentElement.classList.add("when-idle");
@@ -42,10 +44,23 @@ _COMPONENT = st.components.v2.component("lifecycle_when_idle", js=_JS, css=_CSS,
 
 def when_idle(key: str, on_idle: Callable[[], None] = lambda: None, after_ms: int = AFTER_MS) -> bool:
     """Mount the component under ``key``; True once the browser has told (from that run on, for as long as
-    the component is mounted in every run: leaving the page forgets it, so the next visit asks again)."""
+    the component is mounted in every run: leaving the page forgets it, so the next visit asks again). Its answer
+    reruns the page, or only the ``st.fragment`` it is in."""
     told = idle_told(key)
+    if not told and ThreadState.get().fragment_id is None:
+        st.session_state[_PAGE_ASKS] = True
     _COMPONENT(key=key, data={"ask": not told, "after_ms": after_ms}, on_idle_change=on_idle, height="content")
     return told
+
+
+def page_asks() -> bool:
+    """Whether this run of the page mounted a component, outside any fragment, that asks for the page's next run
+    once the page is drawn (each run starts with ``start_run``)."""
+    return bool(st.session_state.get(_PAGE_ASKS))
+
+
+def start_run() -> None:
+    st.session_state[_PAGE_ASKS] = False
 
 
 def idle_told(key: str) -> bool:

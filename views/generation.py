@@ -16,7 +16,7 @@ from lifecycle.stages.generation import Generation, GenerationStep
 from lifecycle.lessons.generation import generation_sentence
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import answered_prompt, journey_results
-from ui.frame import lesson, stage_page
+from ui.frame import end_page, lesson, stage_page
 from ui.live_replay import live_replay
 from ui.settings import JourneySettings, widget_default
 from ui.tables import fitted_table
@@ -147,7 +147,7 @@ def render() -> None:
             st.info(f"This generation ended before its first token (finish_reason **{generation.finish_reason}**): "
                     "there is no step to show. Change a setting or reload the page to run it again.",
                     icon=":material/hourglass_empty:")
-            st.stop()
+            end_page()
         greedy = inp.sampling.temperature == 0
         picked = view["picked"]
         prompt_tokens = len(prepared.rendered.ids)

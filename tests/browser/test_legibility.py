@@ -13,7 +13,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, main_text, open_page, wait_idle, wait_still
+from tests.browser.app_page import (CHARTS_DRAWN, EXCEPTION, PAGE_TIMEOUT_MS, full_screenshot, main_text, open_page,
+                                   wait_idle, wait_still)
 from tests.browser.layout import (chart_text_problems, cut_text_problems, first_top, live_figure_problems,
                                   table_problems, wait_for_visual)
 from ui.frame import APP_TITLE
@@ -220,7 +221,8 @@ def test_the_request_page_opens_without_plotly_and_draws_its_chart_when_asked(ap
     assert main.get_by_test_id("stPlotlyChart").count() == 0
     main.get_by_role("tab", name="Every turn sends it all").click()
     main.get_by_test_id("stExpander").filter(has_text="Tokens sent per turn, as a chart").locator("summary").click()
-    expect(main.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible()
+    # The expander's run sends the page's first chart: plotly.js loads and runs first, seconds on a busy machine.
+    expect(main.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     page.wait_for_function(CHARTS_DRAWN)
     wait_still(page)
     assert chart_text_problems(page) == []

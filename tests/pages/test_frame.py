@@ -2,9 +2,9 @@
 
 import pytest
 
-from tests.pages.harness import EVERY_PAGE_PROMPT, markdowns, open_page, texts
-from ui.frame import MORE_LESSON, split_lesson
-from ui.settings import DEFAULT_PROMPT, NUMBERS, parse_history
+from tests.pages.harness import EVERY_PAGE_PROMPT, components, details_drawn, markdowns, open_page, texts
+from ui.frame import MORE_LESSON, SETTINGS_LATER, split_lesson
+from ui.settings import DEFAULT_PROMPT, NUMBERS, parse_history, url_settings
 from ui.stages import PHASES, STAGES
 from lifecycle.errors import LifecycleError
 from lifecycle.journey import MAX_PROMPT_CHARS
@@ -56,6 +56,57 @@ def test_deep_link_sets_every_sidebar_setting(run_page):
     assert (state["repetition_penalty"], state["max_tokens"], state["seed"]) == (1.1, 12, 7)
     assert state["include_usage"] is False
     assert state["system_prompt"] == "Be brief." and "Count to three." in texts(app)
+
+
+# Links as a user may paste them: every setting set, values the widgets cannot take, edge spellings.
+LINKS = {
+    "every setting": {"prompt": "Count to three.", "system_prompt": "Be brief.", "history": "user: hi\nassistant: hello",
+                      "temperature": "0.3", "top_p": "0.9", "top_k": "40", "min_p": "0.05",
+                      "repetition_penalty": "1.1", "max_tokens": "12", "seed": "7", "include_usage": "false"},
+    "unusable values": {"prompt": "", "temperature": "9", "top_k": "many", "max_tokens": "0", "min_p": "nan",
+                        "top_p": "-1", "include_usage": "maybe"},
+    "edge spellings": {"prompt": "x" * (MAX_PROMPT_CHARS + 5), "top_p": "1e-1", "temperature": "2",
+                       "repetition_penalty": "0.50", "seed": "0", "max_tokens": "12.0", "include_usage": "TRUE"},
+}
+
+
+@pytest.mark.parametrize("link", LINKS.values(), ids=LINKS)
+def test_a_new_tabs_first_run_reads_the_link_as_the_widgets_then_take_it(run_page, link):
+    """A new tab's first run draws no settings widgets and reads the link itself (ui.settings.url_settings); the
+    Gateway page has no details of its own, so the frame asks the browser for the run that draws them."""
+    app = run_page("gateway", drawn=False, **link)
+    assert not app.exception and not app.sidebar.text_area and not app.sidebar.slider
+    expected = url_settings(link)
+    assert expected["prompt"][:40] in " ".join(texts(app))
+    app = details_drawn(app)
+    assert not app.exception and len(app.sidebar.slider) == 4 and len(app.sidebar.text_area) == 3
+    assert {key: app.session_state[key] for key in expected} == expected
+    assert {key: type(app.session_state[key]) for key in expected} == {key: type(v) for key, v in expected.items()}
+
+
+@pytest.mark.parametrize(("url_path", "frame_asks"), [("tokenization", False), ("sampling", True), ("gateway", True)])
+def test_a_new_tab_asks_once_for_the_run_that_draws_the_settings(run_page, url_path, frame_asks):
+    """Tokenization's details come in the page's next run, which draws the widgets too; Sampling's come in its
+    what-if fragment's run, which would not, and Gateway has none: the frame asks for the run itself."""
+    app = run_page(url_path, drawn=False)
+    assert not app.exception and not app.sidebar.slider
+    assert bool(components(app, SETTINGS_LATER)) == frame_asks
+    app = details_drawn(app)
+    assert not app.exception and len(app.sidebar.slider) == 4
+    assert not components(app, SETTINGS_LATER)
+
+
+def test_a_page_switch_before_the_widgets_are_drawn_keeps_the_links_settings(run_page):
+    """A click (or presenter mode's arrow key) in a new tab before its second run: the frontend drops the URL's
+    parameters, as no widget is bound to them yet; the next page still follows the link's settings."""
+    app = run_page("tokenization", drawn=False, prompt="Why do cats purr?", temperature=0.2)
+    assert not app.sidebar.text_area
+    app.query_params.clear()  # what the frontend sends with the switch
+    open_page(app, "sampling").run()
+    assert not app.exception and app.title[0].value == "Sampling"
+    assert app.sidebar.text_area(key="prompt").value == "Why do cats purr?" and "Why do cats purr?" in texts(app)
+    assert app.sidebar.slider(key="temperature").value == 0.2
+    assert app.query_params == {"prompt": "Why do cats purr?", "temperature": "0.2"}
 
 
 def test_out_of_range_url_values_fall_back_with_a_message(run_page):
