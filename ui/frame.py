@@ -85,8 +85,8 @@ def run_app() -> None:
 
     A new tab's first run leaves the settings widgets out (the page reads the link's settings, as the widgets
     will): the browser draws the picture sooner. They come in the run the browser asks for once it has drawn the
-    page: the one that builds the page's details (ui.when_idle.details_ready), or for a page without details the
-    one the frame asks for itself."""
+    page: the one that builds the page's details (ui.when_idle.details_ready), or the one the frame asks for itself
+    for a page without page-level details (none at all, or only a fragment's, whose run leaves the sidebar out)."""
     present = _present_from_url()
     st.set_page_config(page_title=APP_TITLE, page_icon=":material/route:", layout="wide",
                        initial_sidebar_state="collapsed" if present else "auto")
@@ -115,7 +115,7 @@ def run_app() -> None:
     except PageEnded:
         pass
     finally:
-        if deferred and not page_asks():  # a page without details of its own asks for the widgets' run
+        if deferred and not page_asks():  # no page-level ask (no details, or a fragment's): ask for the widgets' run
             with st.sidebar:
                 when_idle(SETTINGS_LATER, after_ms=0)
 

@@ -74,7 +74,7 @@ def open_page(page: Page, base_url: str, url_path: str = "", **params: object) -
 def wait_idle(page: Page) -> None:
     """Until the page's script has run and no follow-up run (e.g. syncing URL-bound widgets) starts, the run that
     builds a page's details once its picture is drawn (ui.when_idle.details_ready) included."""
-    # expect() has its own 5 s default, not the context's: a page on a busy machine takes longer.
+    # The first page of a fresh server waits for the model: longer than expect()'s timeout (conftest).
     expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     page.wait_for_selector(IDLE_APP)
     page.evaluate(IDLE_FOR, [IDLE_FOR_MS, IDLE_AT_MOST_MS])

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from bench.app_server import AppServer
 from tests.browser.shared_app import SHARED_DIR_ENV, SharedApp, key_name, shared_app
@@ -18,6 +19,11 @@ CHROMIUM_ARGS = [
 ]
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 PAGE_TIMEOUT_MS = 90_000  # the first page of a fresh server waits for the model to load
+# expect() keeps its own timeout (5 s by default), not the context's. A rerun after a click or a key press takes
+# longer than 5 s now and then on a machine running three test workers: the Live calls page's key, measured with two
+# busy loops beside the server, was taken 0.3-4.7 s after Enter in 70 tries.
+EXPECT_TIMEOUT_MS = 30_000
+expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 # The suite's server accepts a key per worker (made per run), so tests can call its /v1 API; this is this worker's.
 API_KEY_NAME = key_name()
 
