@@ -175,8 +175,10 @@ function scheduleSend(state) {
     const settings = currentSettings(state);
     if (sameSettings(settings, state.sent)) return;
     state.sent = settings;
-    // Stamped, so settings sent again after a preset moved the sliders away still count as a change.
-    state.setStateValue("settings", { ...settings, sent_at: Date.now() });
+    // Stamped, so settings sent again after a preset moved the sliders away still count as a change, and so a
+    // rerun can say which send it has seen.
+    state.sentAt = Date.now();
+    state.setStateValue("settings", { ...settings, sent_at: state.sentAt });
   }, SEND_AFTER_MS);
 }
 
@@ -353,8 +355,11 @@ export default function (component) {
       }
     }).observe(root);
   }
-  // Settings from Python win only when they are not the echo of what this chart sent: a preset, the sidebar.
-  if (!sameSettings(data.settings, state.sent)) {
+  // Settings from Python win only when they are not the echo of what this chart sent (a preset, the sidebar),
+  // and only from a run that has seen this chart's last send: a run that began before it carries older settings
+  // and would move a slider back under the visitor's hand.
+  const seenLastSend = state.sentAt == null || (data.seen_sent_at ?? -1) >= state.sentAt;
+  if (seenLastSend && !sameSettings(data.settings, state.sent)) {
     setKnobs(state, data.settings);
     state.sent = data.settings;
   }

@@ -19,8 +19,11 @@ _COMPONENT = figure_component("live_sampling")
 
 def live_sampling_chart(data: dict, key: str, on_settings: Callable[[], None]) -> dict | None:
     """Mount the live chart with ``data``; ``on_settings`` runs when the browser sends new settings,
-    which are then in ``live_settings_sent(key)``."""
-    return _COMPONENT(key=key, data=data, on_settings_change=on_settings, height="content")
+    which are then in ``live_settings_sent(key)``. The browser takes the settings in ``data`` only from a run that
+    has seen its last send (``seen_sent_at``)."""
+    seen = (live_settings_sent(key) or {}).get("sent_at")
+    return _COMPONENT(key=key, data={**data, "seen_sent_at": seen}, on_settings_change=on_settings,
+                      height="content")
 
 
 def live_settings_sent(key: str) -> dict | None:

@@ -233,3 +233,47 @@ def test_the_live_chart_is_legible_at_every_size(app_url, page, screenshots):
         folder.mkdir(exist_ok=True)
         _live(page).scroll_into_view_if_needed()
         page.screenshot(path=folder / "sampling-live.png")
+
+
+
+def test_a_run_begun_before_the_last_send_does_not_move_the_slider_back(app_url, page):
+    """Under load a rerun can end after the visitor's next step was sent: its settings are older. The server's
+    replies are held while the slider takes a second step, then let through in order: the slider never shows the
+    older value again, and it ends where the visitor left it."""
+    relay = {"held": None, "browser": None}
+
+    def connect(browser_side):
+        server = browser_side.connect_to_server()
+        relay["browser"] = browser_side
+        browser_side.on_message(server.send)
+
+        def from_server(message):
+            if relay["held"] is None:
+                browser_side.send(message)
+            else:
+                relay["held"].append(message)
+        server.on_message(from_server)
+
+    page.route_web_socket("**/_stcore/stream", connect)
+    open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4)
+    live, thumb = _live(page), _thumb(page)
+    live.evaluate("""root => {
+      const input = root.querySelector('input[data-knob="temperature"]');
+      root.seenValues = [];
+      new MutationObserver(() => root.seenValues.push(input.value))
+        .observe(root, {attributes: true, attributeFilter: ['data-draws']});
+    }""")
+    thumb.focus()
+    thumb.press("ArrowRight")  # 0.75: sent once the slider rests (350 ms), and its rerun begins
+    page.wait_for_timeout(400)
+    relay["held"] = []
+    thumb.press("ArrowRight")  # 0.8: sent while the replies of the 0.75 run are held
+    page.wait_for_timeout(1500)
+    held, relay["held"] = relay["held"], None
+    assert held, "the 0.75 run's replies should have been held"
+    for message in held:
+        relay["browser"].send(message)
+    wait_idle(page)
+    expect(thumb).to_have_value("0.8")
+    seen = live.evaluate("root => root.seenValues")
+    assert "0.8" in seen and "0.75" not in seen[seen.index("0.8"):], seen
