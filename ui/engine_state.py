@@ -1,7 +1,7 @@
 """The engine-state section: the batch as it runs, refreshed live, for Live calls (and any page that shows the queue).
 
-It reads ``lifecycle.engine.Engine.state()`` every ``REFRESH_SECONDS`` in a fragment, so only this
-section reruns: which requests are in this step's batch, the batch size of each recent step,
+It reads ``lifecycle.engine.Engine.state()`` every ``FASTEST_SECONDS`` in a fragment (slower when many sessions
+watch: ui.audience), so only this section reruns: which requests are in this step's batch, the batch size of each recent step,
 who waits for a place, and the whole server's tokens per second. Other people's requests show
 only where they came from (a page, the API, the warm command), never their prompt or call id.
 """
@@ -17,13 +17,17 @@ from charts.engine import batch_timeline, running_rows, waiting_rows
 from lifecycle.engine import shared_engine
 from lifecycle.engine.scheduler import RATE_WINDOW_SECONDS, recent_rate
 from lifecycle.errors import LifecycleError
-from lifecycle.lessons.live_calls import engine_lesson
+from lifecycle.lessons.live_calls import engine_lesson, refresh_note
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.results import engine_tag, shared_results
+from ui.audience import Audience, paced_interval, repace
 from ui.settings import JourneySettings
 from ui.tables import fitted_table
 
-REFRESH_SECONDS = 1.0
+FASTEST_SECONDS = 1.0
+# A run of this panel takes ~30 ms of the server's Python (its metrics, sentence and chart): five a second for
+# the whole room is about 15% of one core.
+ENGINE_PANELS = Audience(runs_per_second=5.0)
 
 
 def engine_section(settings: JourneySettings | None = None) -> None:
@@ -33,7 +37,8 @@ def engine_section(settings: JourneySettings | None = None) -> None:
         st.caption("The model is still loading; the engine starts with it.")
         return
     mine = _my_tag(settings) if settings is not None else None
-    st.fragment(_panel, run_every=REFRESH_SECONDS)(mine)
+    interval, _ = paced_interval(ENGINE_PANELS, FASTEST_SECONDS)
+    st.fragment(_panel, run_every=interval)(mine, interval)
 
 
 def _my_tag(settings: JourneySettings) -> str | None:
@@ -43,7 +48,8 @@ def _my_tag(settings: JourneySettings) -> str | None:
         return None
 
 
-def _panel(mine: str | None) -> None:
+def _panel(mine: str | None, interval: float) -> None:
+    watchers = repace(ENGINE_PANELS, FASTEST_SECONDS, interval)
     state = shared_engine(shared_model()).state()
     now = time.time()
     recent = [s for s in state.steps if s.time >= now - RATE_WINDOW_SECONDS]
@@ -61,6 +67,7 @@ def _panel(mine: str | None) -> None:
     st.plotly_chart(batch_timeline(state.steps, now), key="engine_timeline", theme=None)
     st.caption("One bar per model step: orange steps also read new prompts (prefill), blue ones only decode. "
                "Hover a bar for its tokens and time.")
+    st.caption(refresh_note(interval, watchers, FASTEST_SECONDS))
     st.caption(f"Kernels on this machine — {state.kernels}.")
     # Where a whole table would not fit (a phone; a projector with the sidebar open) it narrows to who is in the batch
     # and where each stands, all columns in an expander.

@@ -39,6 +39,7 @@ from lifecycle.lessons.live_calls import live_calls_lesson
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.api.serving import live_calls, model_status
 from lifecycle.stages.vocabulary import show_token, token_bytes
+from ui.audience import Audience, paced_interval, repace
 from ui.deployment import local_only
 from ui.engine_state import engine_section
 from ui.frame import lesson, presenting, show_text, stage_page
@@ -52,6 +53,7 @@ PART_CHARS = 200  # of each prompt part's text in the budget table; a longer one
 BODY_CHARS = 20_000  # of a raw request body
 WATCH_SECONDS = 2.0  # how often an idle page looks for new calls
 LIVE_SECONDS = 1.0  # how often it refreshes while a call is in flight
+CALL_PANELS = Audience(runs_per_second=5.0)  # both slower when many watch (ui.audience): a run takes ~8 ms
 KEY_STATE = "live_calls_key"  # session state only: the key this visitor presented
 DETAILS = "live_calls_details"  # ui.when_idle: everything under the live panel comes once it is drawn
 
@@ -80,8 +82,11 @@ def _signature(log: CallLog, reader: CallReader) -> tuple:
     return tuple(call.id for call in _visible(reader, live_calls())), newest[0].id if newest else None
 
 
-def _live_panel(log: CallLog, reader: CallReader, refused: Counter) -> None:
+def _live_panel(log: CallLog, reader: CallReader, refused: Counter, fastest: float | None,
+                interval: float | None) -> None:
     """Model state and calls in flight; reruns the whole page once something finished or arrived."""
+    if interval is not None:
+        repace(CALL_PANELS, fastest, interval)
     if st.session_state.get("live_calls_seen") != _signature(log, reader):
         st.rerun(scope="app")
     status = model_status()
@@ -316,11 +321,13 @@ def render() -> None:
         toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
         watch = toggle_column.toggle(
             "Watch for new calls", True, key="watch_calls",
-            help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in flight.",
+            help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in flight "
+                 "(less often when many people watch this page).",
         )
         button_column.button("Refresh", icon=":material/refresh:")
-        interval = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
-        st.fragment(_live_panel, run_every=interval)(log, reader, server.gateway.refused)
+        fastest = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
+        interval = None if fastest is None else paced_interval(CALL_PANELS, fastest)[0]
+        st.fragment(_live_panel, run_every=interval)(log, reader, server.gateway.refused, fastest, interval)
         if presenting():  # on a projector the model and its queue come first, the key box after them
             _key_box(reader)
         if not details_ready(DETAILS):

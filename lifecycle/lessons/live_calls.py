@@ -19,6 +19,15 @@ def live_calls_lesson(shown: int, answered: int, sees_all: bool) -> str:
     )
 
 
+def refresh_note(interval: float, watchers: int, fastest: float) -> str:
+    """How often a live panel refreshes, and why slower than ``fastest`` when ``watchers`` sessions watch it."""
+    if interval <= fastest:
+        return f"This panel refreshes every {interval:g} s."
+    return (f"This panel refreshes every {interval:.0f} s, not every {fastest:g} s: {watchers} sessions watch it, and "
+            "each refresh costs the server some Python, so the room's panels together refresh a few times a second "
+            "and leave the cores to the model.")
+
+
 def engine_lesson(window: float, steps: int, mean_batch: float, generated: int, span: float, rate: float) -> str:
     """The engine panel's sentence: ``steps`` model steps in the last ``window`` seconds, ``mean_batch`` requests
     each on average, ``generated`` tokens over the ``span`` seconds since the first of them began (``rate`` a

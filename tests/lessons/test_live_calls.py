@@ -2,7 +2,7 @@
 
 import pytest
 
-from lifecycle.lessons.live_calls import live_calls_lesson
+from lifecycle.lessons.live_calls import live_calls_lesson, refresh_note
 
 
 def test_the_lesson_counts_the_readers_calls():
@@ -33,3 +33,12 @@ def test_the_engine_rate_is_over_the_time_since_the_first_recent_step_began():
     assert "**10.0 per second**" in sentence
     assert recent_rate([], now) == (0, 0.0, 0.0)
     assert "idle" in engine_lesson(10.0, 0, 0.0, 0, 0.0, 0.0)
+
+
+def test_a_panel_watched_by_few_says_how_often_it_refreshes():
+    assert refresh_note(1.0, 3, fastest=1.0) == "This panel refreshes every 1 s."
+
+
+def test_a_panel_slowed_for_the_room_says_why_with_its_numbers():
+    note = refresh_note(12.0, 60, fastest=1.0)
+    assert note.startswith("This panel refreshes every 12 s, not every 1 s: 60 sessions watch it")

@@ -43,3 +43,27 @@ def test_live_calls_says_which_kernels_this_machine_runs(run_page, loaded):
     assert stack.kernels in caption
     for kernel, count in stack.choice.counts().items():  # the kernels measured fastest at start
         assert f"{kernel} for {count} of {len(stack.matrices())} matrices" in caption
+
+
+def test_a_room_watching_the_engine_panel_slows_its_refresh_and_says_why(run_page, loaded, monkeypatch):
+    import ui.engine_state
+    from ui.audience import Audience
+
+    room = Audience(runs_per_second=ui.engine_state.ENGINE_PANELS.runs_per_second)
+    for n in range(59):
+        room.watch(f"someone-{n}", 1.0, now=time.time())
+    monkeypatch.setattr(ui.engine_state, "ENGINE_PANELS", room)
+    app = run_page("live-calls", prompt=PROMPT)
+    assert not app.exception
+    interval = 60 / room.runs_per_second
+    note = next(c.value for c in app.caption if c.value.startswith("This panel refreshes"))
+    assert note.startswith(f"This panel refreshes every {interval:.0f} s, not every 1 s: 60 sessions watch it"), note
+
+
+def test_the_engine_panel_watched_alone_refreshes_every_second(run_page, loaded, monkeypatch):
+    import ui.engine_state
+    from ui.audience import Audience
+
+    monkeypatch.setattr(ui.engine_state, "ENGINE_PANELS", Audience(runs_per_second=5.0))
+    app = run_page("live-calls", prompt=PROMPT)
+    assert "This panel refreshes every 1 s." in [c.value for c in app.caption]
