@@ -42,3 +42,7 @@ def test_a_panel_watched_by_few_says_how_often_it_refreshes():
 def test_a_panel_slowed_for_the_room_says_why_with_its_numbers():
     note = refresh_note(12.0, 60, fastest=1.0)
     assert note.startswith("This panel refreshes every 12 s, not every 1 s: 60 sessions watch it")
+
+
+def test_the_note_writes_the_interval_as_it_is():
+    assert refresh_note(1.6, 8, fastest=1.0).startswith("This panel refreshes every 1.6 s, not every 1 s: 8 sessions")

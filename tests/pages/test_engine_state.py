@@ -57,7 +57,7 @@ def test_a_room_watching_the_engine_panel_slows_its_refresh_and_says_why(run_pag
     assert not app.exception
     interval = 60 / room.runs_per_second
     note = next(c.value for c in app.caption if c.value.startswith("This panel refreshes"))
-    assert note.startswith(f"This panel refreshes every {interval:.0f} s, not every 1 s: 60 sessions watch it"), note
+    assert note.startswith(f"This panel refreshes every {interval:g} s, not every 1 s: 60 sessions watch it"), note
 
 
 def test_the_engine_panel_watched_alone_refreshes_every_second(run_page, loaded, monkeypatch):
