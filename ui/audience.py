@@ -61,10 +61,10 @@ def _session() -> str:
 
 def paced_interval(audience: Audience, fastest: float) -> tuple[float, int]:
     """The interval this session's panel refreshes at, and how many watch it with this session."""
-    now = time.time()
-    watchers = audience.watchers(now, joining=_session())
+    now, session = time.time(), _session()
+    watchers = audience.watchers(now, joining=session)
     interval = audience.interval(fastest, watchers)
-    audience.watch(_session(), interval, now)
+    audience.watch(session, interval, now)
     return interval, watchers
 
 

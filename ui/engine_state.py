@@ -1,8 +1,8 @@
 """The engine-state section: the batch as it runs, refreshed live, for Live calls (and any page that shows the queue).
 
 It reads ``lifecycle.engine.Engine.state()`` every ``FASTEST_SECONDS`` in a fragment (slower when many sessions
-watch: ui.audience), so only this section reruns: which requests are in this step's batch, the batch size of each recent step,
-who waits for a place, and the whole server's tokens per second. Other people's requests show
+watch: ui.audience), so only this section reruns: which requests are in this step's batch, the batch size of
+each recent step, who waits for a place, and the whole server's tokens per second. Other people's requests show
 only where they came from (a page, the API, the warm command), never their prompt or call id.
 """
 

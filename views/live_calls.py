@@ -321,8 +321,8 @@ def render() -> None:
         toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
         watch = toggle_column.toggle(
             "Watch for new calls", True, key="watch_calls",
-            help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in flight "
-                 "(less often when many people watch this page).",
+            help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in "
+                 "flight (less often when many people watch this page).",
         )
         button_column.button("Refresh", icon=":material/refresh:")
         fastest = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)

@@ -23,9 +23,9 @@ def refresh_note(interval: float, watchers: int, fastest: float) -> str:
     """How often a live panel refreshes, and why slower than ``fastest`` when ``watchers`` sessions watch it."""
     if interval <= fastest:
         return f"This panel refreshes every {interval:g} s."
-    return (f"This panel refreshes every {round(interval, 1):g} s, not every {fastest:g} s: {watchers} sessions watch it, and "
-            "each refresh costs the server some Python, so the room's panels together refresh a few times a second "
-            "and leave the cores to the model.")
+    return (f"This panel refreshes every {round(interval, 1):g} s, not every {fastest:g} s: {watchers} sessions watch "
+            "it, and each refresh costs the server some Python, so the room's panels together refresh a few times a "
+            "second and leave the cores to the model.")
 
 
 def engine_lesson(window: float, steps: int, mean_batch: float, generated: int, span: float, rate: float) -> str:
