@@ -78,6 +78,19 @@ def _thumb(page, knob: str = "temperature"):
     return _live(page).locator(f'input[data-knob="{knob}"]')
 
 
+def _wait_python_has(page, knob: str, value: str) -> None:
+    """Until a run has drawn the chart having seen the browser's last send, with ``knob`` at ``value``, and ended.
+    A rerun for a step sent midway can end before the last step's send reaches the server: waiting for the page to
+    be idle alone would read that run's numbers."""
+    page.wait_for_function(
+        """([selector, knob, value]) => {
+          const root = document.querySelector(selector);
+          const seen = root.liveData.seen_sent_at, sent = root.liveState.sentAt;
+          return sent != null && seen === sent && String(root.liveData.settings[knob]) === value;
+        }""", arg=[LIVE, knob, value])
+    wait_idle(page)
+
+
 def _logits(page) -> np.ndarray:
     """The scores the browser starts from: the logits it was sent, with the repetition penalty's moves."""
     data = _live(page).evaluate("root => ({logits: root.liveData.logits, dtype: root.liveData.dtype, "
@@ -113,14 +126,16 @@ def test_moving_the_temperature_slider_reshapes_the_distribution(app_url, page, 
     thumb = _thumb(page)
     expect(thumb).to_have_value("0.7")
     thumb.focus()
-    for _ in range(10):  # 10 steps of 0.05: 0.7 -> 0.2
+    for step in range(10):  # 10 steps of 0.05: 0.7 -> 0.2
         thumb.press("ArrowLeft")
+        if step == 4:  # a pause midway, as under load: the slider rests at 0.45 and that step is sent too
+            page.wait_for_timeout(600)
     expect(thumb).to_have_value("0.2")
     # The chart and its readout follow at once, in the browser ...
     assert readout.inner_text() != shown_before
     # ... and the page's numbers once the slider rests (the what-if part reruns on the server).
+    _wait_python_has(page, "temperature", "0.2")
     expect(page.get_by_test_id("stMetric").filter(has_text="Entropy after")).not_to_contain_text(before)
-    wait_idle(page)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     # A lower temperature sharpens the distribution: less uncertainty left.
     after = float(metric(page, "Entropy after").split()[0])
