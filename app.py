@@ -15,6 +15,7 @@ from lifecycle.api.warm_route import warm_routes
 from lifecycle.model import THREADS_ENV
 from ui.deployment import streamlit_secrets
 from ui.settings import page_journey_input
+from ui.warm_pages import prepare_pages
 
 # The browser usually runs on the same machine (a laptop in a workshop): leave it a core, since
 # oversubscribed OpenMP threads slow generation far more than one thread fewer does.
@@ -23,7 +24,7 @@ os.environ.setdefault(THREADS_ENV, str(max(1, (os.cpu_count() or 1) - 1)))
 
 # API keys and settings may come from Streamlit secrets (secrets.toml) besides the environment.
 _server = default_server(streamlit_secrets())
-app = st.App("app.py", routes=[*warm_routes(_server, page_journey_input), *api_routes(server=_server)])
+app = st.App("app.py", routes=[*warm_routes(_server, page_journey_input, prepare_pages), *api_routes(server=_server)])
 
 if __name__ == "__main__":
     from ui.frame import run_app

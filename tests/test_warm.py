@@ -1,6 +1,7 @@
 """Warming a class: the warm endpoint fills the very caches the pages read, so a warmed prompt opens at once."""
 
 import json
+from collections import Counter
 
 import pytest
 from starlette.applications import Starlette
@@ -22,22 +23,34 @@ SETTINGS = {"temperature": 0, "max_tokens": 3}
 def client(tmp_path_factory):
     from lifecycle.api.warm_route import warm_routes
     from ui.settings import page_journey_input
+    from ui.warm_pages import prepare_pages
 
     server = ApiServer(ApiConfig(keys={"teacher": KEY}, call_log=tmp_path_factory.mktemp("log") / "calls.sqlite3"))
-    return TestClient(Starlette(routes=warm_routes(server, page_journey_input)))
+    return TestClient(Starlette(routes=warm_routes(server, page_journey_input, prepare_pages)))  # as app.py does
 
 
-def _warm(client, prompts, settings=SETTINGS, key=KEY):
-    reply = client.post(WARM_PATH, json={"prompts": prompts, "settings": settings},
+@pytest.fixture(scope="module")
+def warmed(client, loaded):
+    """PROMPTS warmed once, with what the pages had computed just before: (the reply's lines, the computations
+    per kind before)."""
+    from lifecycle.results import shared_results
+
+    before = Counter(shared_results(loaded).cache.computations)
+    reply, lines = _warm(client, PROMPTS)
+    assert reply.status_code == 200, reply.text
+    return lines, before
+
+
+def _warm(client, prompts, settings=SETTINGS, key=KEY, pages=True):
+    reply = client.post(WARM_PATH, json={"prompts": prompts, "settings": settings, "pages": pages},
                         headers={"authorization": f"Bearer {key}"})
     return reply, [json.loads(line) for line in reply.text.splitlines() if line.strip()]
 
 
-def test_warmed_prompts_open_on_the_pages_without_running_the_model_again(client, loaded):
+def test_warmed_prompts_open_on_the_pages_without_running_the_model_again(client, warmed, loaded):
     from lifecycle.results import shared_results
 
-    reply, lines = _warm(client, PROMPTS)
-    assert reply.status_code == 200, reply.text
+    lines, _ = warmed
     assert sorted(line["index"] for line in lines[:-1]) == [0, 1]
     assert all(line["status"] == "ready" and line["completion_tokens"] <= 3 for line in lines[:-1])
     assert lines[-1]["done"] is True and lines[-1]["ready"] == 2 and lines[-1]["failed"] == 0
@@ -52,6 +65,25 @@ def test_warmed_prompts_open_on_the_pages_without_running_the_model_again(client
     assert all(line["already_cached"] for line in again[:-1])
 
 
+def test_warming_runs_the_work_of_the_pages_that_have_their_own(warmed, loaded):
+    """The Agents page's loop and measurements, the KV cache page's turns, ... (each page's ``prepare``) ran in the
+    warm call: each such page then opens with nothing left to compute."""
+    from lifecycle.results import shared_results
+    from ui.warm_pages import page_preparers
+
+    lines, before = warmed
+    pages = lines[0]["pages"]
+    assert pages == list(page_preparers()) and {"agent", "kv-cache", "structured-output", "forward-pass"} <= set(pages)
+    warmed_kinds = Counter(shared_results(loaded).cache.computations) - before
+    for page in ("agent", "kv-cache", "structured-output"):
+        assert any(f"views/{page.replace('-', '_')}.py" in kind for kind in warmed_kinds), (page, warmed_kinds)
+    computations = Counter(shared_results(loaded).cache.computations)
+    for page in pages:
+        app = run_page(page, prompt=PROMPTS[0], **SETTINGS)
+        assert not app.exception and not app.error, page
+    assert Counter(shared_results(loaded).cache.computations) - computations == Counter()
+
+
 def test_a_wrong_key_is_refused_before_any_work(client):
     reply, _ = _warm(client, PROMPTS, key="sk-wrong")
     assert reply.status_code == 401 and reply.json()["error"]["code"] == "invalid_api_key"
@@ -61,17 +93,17 @@ def test_a_wrong_key_is_refused_before_any_work(client):
     ("body", "param"),
     [({"prompts": []}, "prompts"), ({"prompts": ["ok", 3]}, "prompts"),
      ({"prompts": ["ok"], "settings": {"temperature": "hot"}}, "temperature"),
-     ({"prompts": ["ok"], "settings": {"colour": 1}}, "settings")],
+     ({"prompts": ["ok"], "settings": {"colour": 1}}, "settings"), ({"prompts": ["ok"], "pages": "yes"}, "pages")],
 )
 def test_bad_warm_requests_get_a_clear_400(client, body, param):
     reply = client.post(WARM_PATH, json=body, headers={"authorization": f"Bearer {KEY}"})
     assert reply.status_code == 400 and reply.json()["error"]["param"] == param
 
 
-def test_a_prompt_the_journey_refuses_is_reported_and_the_others_still_warm(client):
-    _, lines = _warm(client, ["Name a fruit.", "x" * 30_000])
+def test_a_prompt_the_journey_refuses_is_reported_and_the_others_still_warm(client, loaded):
+    _, lines = _warm(client, ["Name a fruit.", "x" * 30_000], pages=False)  # the journey only
     by_index = {line["index"]: line for line in lines[:-1]}
-    assert by_index[0]["status"] == "ready"
+    assert by_index[0]["status"] == "ready" and by_index[0]["pages"] == []
     assert by_index[1]["status"] == "error" and "characters" in by_index[1]["error"]
     assert lines[-1]["failed"] == 1
 

@@ -5,6 +5,7 @@ The loop runs through lifecycle.features.agent, the measurements through lifecyc
 lifecycle.features.determinism (every model call an engine request or job); the sentences come from
 lifecycle.lessons.agent, chosen by this run's numbers. The loop's rounds are drawn in the browser (ui.live_bars);
 the table, the measurements and their Plotly charts come in the run after that picture is drawn (ui.when_idle).
+``prepare`` computes all three for a prompt outside any session (the warm route, ui.warm_pages).
 """
 
 import json
@@ -21,9 +22,11 @@ from lifecycle.features.determinism import DeterminismRun, compare_roads
 from lifecycle.errors import LifecycleError
 from lifecycle.features.guardrail import check_seconds, parse_guardrail
 from lifecycle.features.injection import CASES, MAX_DRAWS, InjectionRun, InjectionSetup, measure_injection, targets
+from lifecycle.model import LoadedModel
 from ui.cache import per_prompt_cache
 from ui.frame import input_error, lesson, loaded_model, show_text, stage_page
 from ui.live_bars import live_bars
+from ui.settings import JourneySettings
 from ui.tables import fitted_table
 from ui.when_idle import details_ready
 
@@ -46,6 +49,14 @@ def _injection(setup: InjectionSetup, draws: int, _loaded) -> InjectionRun:
 @per_prompt_cache
 def _roads(messages_json: str, _loaded) -> DeterminismRun:
     return compare_roads(_loaded, render_messages(json.loads(messages_json)).ids)
+
+
+def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
+    """What this page computes for ``settings`` with its own controls at their defaults, into the shared cache."""
+    messages = json.dumps(settings.messages())
+    _agent(messages, AGENT_ROUNDS, loaded)
+    _injection(InjectionSetup().checked(), DRAWS, loaded)
+    _roads(messages, loaded)
 
 
 def _reply(round_) -> str:

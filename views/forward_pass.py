@@ -28,10 +28,12 @@ from lifecycle.lessons.forward_pass import block_lesson
 from lifecycle.stages.block import ForwardTrace, block_flow, lens_guesses, open_block, rope_pair
 from lifecycle.stages.forward_pass import token_text
 from lifecycle.model import LoadedModel
+from lifecycle.results import shared_results
 from ui.cache import per_prompt_cache, prepared_prompt
 from ui.frame import lesson, loaded_model, stage_page
 from ui.text import quoted
 from ui.live_block import block_view, live_block
+from ui.settings import JourneySettings
 from ui.when_idle import idle_told, when_idle
 
 SHOWN_DIMS = 64
@@ -219,6 +221,17 @@ def steps(opened: Opened) -> None:
     when_idle(FILL_KEY)
 
 
+def _opening(tokens: int, layers: int) -> tuple[int, int]:
+    """The layer and token position the page opens at: the middle layer, the prompt's last token."""
+    return layers // 2, tokens - 1
+
+
+def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
+    """What this page computes for ``settings`` as it opens (the traced pass), into the shared cache."""
+    ids = tuple(shared_results(loaded).prepared(settings.journey_input()).rendered.ids)
+    traced(ids, *_opening(len(ids), loaded.model.config.num_hidden_layers), loaded)
+
+
 def render() -> None:
     with stage_page("forward-pass") as settings:
         loaded = loaded_model()
@@ -228,9 +241,10 @@ def render() -> None:
         config = loaded.model.config
         layers = config.num_hidden_layers
 
-        position = int(st.session_state.get("forward_token", len(ids) - 1))
-        position = position if 0 <= position < len(ids) else len(ids) - 1
-        layer = int(st.session_state.setdefault("forward_layer", layers // 2))
+        first_layer, last_token = _opening(len(ids), layers)
+        position = int(st.session_state.get("forward_token", last_token))
+        position = position if 0 <= position < len(ids) else last_token
+        layer = int(st.session_state.setdefault("forward_layer", first_layer))
         head = int(st.session_state.setdefault("forward_head", 0))
         with st.spinner("Running the prompt once more with hooks on every module…", show_time=True):
             trace = traced(tuple(ids), layer, position, loaded)

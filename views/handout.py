@@ -9,6 +9,7 @@ from lifecycle.lessons.handout import handout_lesson
 from lifecycle.journey import Journey
 from lifecycle.stages.kv_cache import KVCacheShape
 from lifecycle.model import LoadedModel
+from lifecycle.results import shared_results
 from ui.cache import cached_journey, per_prompt_cache
 from ui.frame import lesson, loaded_model, stage_page
 from ui.settings import JourneySettings
@@ -19,6 +20,11 @@ def handout(settings: JourneySettings, _journey: Journey, _loaded: LoadedModel) 
     """The handout's HTML and its sections (for the preview), for these settings."""
     return handout_document(_journey, lambda i: token_text(_loaded, i), KVCacheShape.of(_loaded.model),
                             _loaded.context_window)
+
+
+def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
+    """The handout for ``settings``, into the shared cache."""
+    handout(settings, shared_results(loaded).journey(settings.journey_input(), label="warm"), loaded)
 
 
 def render() -> None:

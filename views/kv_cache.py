@@ -1,4 +1,7 @@
-"""KV cache page: the cache's shape and bytes, prefill vs decode time, and the prefix cache across chat turns."""
+"""KV cache page: the cache's shape and bytes, prefill vs decode time, and the prefix cache across chat turns.
+
+``prepare`` computes its three measurements for a prompt outside any session (the warm route, ui.warm_pages).
+"""
 
 import streamlit as st
 
@@ -10,9 +13,11 @@ from lifecycle.stages.kv_cache import CacheMeasurement, KVCacheShape, LatencyPoi
 from lifecycle.model import LoadedModel
 from lifecycle.features.multiturn import TurnUsage, replay_turns
 from lifecycle.result_cache import Pending
+from lifecycle.results import shared_results
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.live_replay import live_replay
+from ui.settings import JourneySettings
 from ui.tables import fitted_table
 from ui.when_idle import details_ready
 
@@ -36,6 +41,19 @@ def measured_latency(ids: tuple[int, ...], _loaded: LoadedModel) -> list[Latency
 @per_prompt_cache
 def replayed(messages: tuple[str, ...], system: str, _loaded: LoadedModel) -> list[TurnUsage]:
     return replay_turns(_loaded, messages, TURN_TOKENS, system or None)
+
+
+def _conversation(settings: JourneySettings) -> tuple[str, ...]:
+    """The user turns of the conversation the prefix-cache section plays: the prompt, then the follow-ups."""
+    return settings.prompt, *FOLLOW_UPS
+
+
+def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
+    """What this page computes for ``settings``, into the shared cache, one measurement after the other."""
+    ids = tuple(shared_results(loaded).prepared(settings.journey_input()).rendered.ids)
+    measured_latency(ids, loaded)
+    measured_cache(ids, loaded)
+    replayed(_conversation(settings), settings.system_prompt, loaded)
 
 
 def kib(count: int) -> str:
@@ -139,7 +157,7 @@ def render() -> None:
                    "shown). Other work on the machine adds noise.")
 
         st.subheader("Prefix caching: the API forgets, the server remembers", anchor=False)
-        messages = (settings.prompt, *FOLLOW_UPS)
+        messages = _conversation(settings)
         # Started only now, after the timings above, so the two measurements do not share the CPU.
         turns = _arrived(replayed.start(messages, settings.system_prompt, loaded),
                          f"Playing a {len(messages)}-turn conversation on the model…")

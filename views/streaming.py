@@ -20,10 +20,13 @@ from lifecycle.features.guardrail import FINISH_REASON, Guardrail, check_seconds
 from lifecycle.lessons.streaming import gaps_sentence, stream_gaps, streaming_lesson
 from lifecycle.stages.completion import build_response, new_completion_id
 from lifecycle.stages.streaming import StreamEvent, assemble, delta_content, frame_kind, stream_completion, stream_metrics
+from lifecycle.model import LoadedModel
+from lifecycle.results import shared_results
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import answered_prompt, per_prompt_cache
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.live_replay import live_replay
+from ui.settings import JourneySettings
 from ui.tables import fitted_table
 from ui.text import ms
 from ui.when_idle import details_ready
@@ -166,6 +169,13 @@ def _guarded_stream(settings, guardrail: Guardrail, _prepared, _loaded) -> list[
     prepared, loaded = _prepared, _loaded
     return list(stream_completion(loaded, prepared.rendered.ids, settings.sampling, settings.max_tokens, loaded.name,
                                   new_completion_id(), settings.include_usage, guardrail=guardrail))
+
+
+def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
+    """What this page computes for ``settings`` beyond the journey (the stream again with the default guardrail),
+    into the shared cache."""
+    prepared = shared_results(loaded).prepared(settings.journey_input())
+    _guarded_stream(settings, parse_guardrail({"block": [DEFAULT_BLOCK]}), prepared, loaded)
 
 
 def _guardrail(prepared, settings, answer, loaded) -> None:

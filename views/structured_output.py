@@ -7,6 +7,7 @@ final object validated against its schema. The run goes through lifecycle.featur
 The mask's columns are drawn in the browser (ui.live_bars); the stream's table, the final object and the prompt
 come in the run after that picture is drawn (ui.when_idle), so a new tab does not wait for their code.
 The agent loop that runs such calls round after round is on the Agents page (views/agent.py).
+``prepare`` runs the page's opening request (the example tools) for a prompt outside any session (ui.warm_pages).
 """
 
 import json
@@ -21,6 +22,7 @@ from lifecycle.features.structured import StructuredRun, follow_call
 from lifecycle.features.tools import output_rules
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import per_prompt_cache
+from lifecycle.model import LoadedModel
 from ui.frame import lesson, loaded_model, show_text, stage_page, streamlit_page
 from ui.live_bars import live_bars
 from ui.tables import fitted_table
@@ -55,6 +57,12 @@ DETAILS = "structured_details"  # ui.when_idle: the stream's table and the final
 def _run(messages_json: str, fields_json: str, settings: JourneySettings, _loaded) -> StructuredRun:
     rules = output_rules(**json.loads(fields_json))
     return follow_call(_loaded, json.loads(messages_json), rules, settings.sampling, MAX_TOKENS)
+
+
+def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
+    """What this page computes for ``settings`` as it opens (a tool call, the example tools), into the shared cache."""
+    opening = {"tools": EXAMPLE_TOOLS, "tool_choice": CHOICES[0]}
+    _run(json.dumps(settings.messages()), json.dumps(opening, sort_keys=True), settings, loaded)
 
 
 def _parse_json(text: str, what: str, param: str):

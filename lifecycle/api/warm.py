@@ -6,10 +6,11 @@ the pages show (inspection pass and generation) into the same caches the pages r
 class's first clicks are instant. It answers with one JSON line per prompt as each one is ready
 (NDJSON), then a summary line; this module reads those lines for the command line.
 
-The body is ``{"prompts": [...], "settings": {...}}``; ``settings`` uses the sidebar's names
-(temperature, top_p, top_k, min_p, repetition_penalty, max_tokens, seed, system_prompt,
+The body is ``{"prompts": [...], "settings": {...}, "pages": true}``; ``settings`` uses the sidebar's
+names (temperature, top_p, top_k, min_p, repetition_penalty, max_tokens, seed, system_prompt,
 include_usage) and omitted ones take the pages' defaults, so warmed prompts match what the class
-opens with the default sidebar.
+opens with the default sidebar. ``"pages": false`` warms the journey only, not the work some pages do
+of their own (the Agents page's loop and measurements, the KV cache page's turns, ...).
 """
 
 from __future__ import annotations
@@ -79,14 +80,15 @@ def parse_settings(settings: object) -> dict:
 
 
 def warm_server(base_url: str, api_key: str | None, prompts: Sequence[str], settings: Mapping | None = None,
-                timeout: float = 3600.0) -> Iterator[dict]:
-    """Ask the server at ``base_url`` to warm ``prompts``; yield its report line by line as prompts finish.
+                timeout: float = 3600.0, pages: bool = True) -> Iterator[dict]:
+    """Ask the server at ``base_url`` to warm ``prompts`` (``pages``: each page's own work too); yield its report
+    line by line as prompts finish.
 
     Raises LifecycleError for a server that refuses (with its message) or cannot be reached.
     """
     url = base_url.rstrip("/") + WARM_PATH
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-    body = {"prompts": list(prompts), "settings": dict(settings or {})}
+    body = {"prompts": list(prompts), "settings": dict(settings or {}), "pages": pages}
     import httpx  # here, not at the top: the app imports this module at start, and httpx costs ~0.1 s
 
     try:
