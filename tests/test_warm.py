@@ -29,30 +29,20 @@ def client(tmp_path_factory):
     return TestClient(Starlette(routes=warm_routes(server, page_journey_input, prepare_pages)))  # as app.py does
 
 
-@pytest.fixture(scope="module")
-def warmed(client, loaded):
-    """PROMPTS warmed once, with what the pages had computed just before: (the reply's lines, the computations
-    per kind before)."""
-    from lifecycle.results import shared_results
-
-    before = Counter(shared_results(loaded).cache.computations)
-    reply, lines = _warm(client, PROMPTS)
-    assert reply.status_code == 200, reply.text
-    return lines, before
-
-
 def _warm(client, prompts, settings=SETTINGS, key=KEY, pages=True):
     reply = client.post(WARM_PATH, json={"prompts": prompts, "settings": settings, "pages": pages},
                         headers={"authorization": f"Bearer {key}"})
     return reply, [json.loads(line) for line in reply.text.splitlines() if line.strip()]
 
 
-def test_warmed_prompts_open_on_the_pages_without_running_the_model_again(client, warmed, loaded):
+def test_warmed_prompts_open_on_the_pages_without_running_the_model_again(client, loaded):
     from lifecycle.results import shared_results
 
-    lines, _ = warmed
+    reply, lines = _warm(client, PROMPTS, pages=False)  # the journey only: the next test warms the pages' own work
+    assert reply.status_code == 200, reply.text
     assert sorted(line["index"] for line in lines[:-1]) == [0, 1]
     assert all(line["status"] == "ready" and line["completion_tokens"] <= 3 for line in lines[:-1])
+    assert all(line["pages"] == [] for line in lines[:-1])
     assert lines[-1]["done"] is True and lines[-1]["ready"] == 2 and lines[-1]["failed"] == 0
     computations = dict(shared_results(loaded).cache.computations)
     for page in ("next-token", "generation", "streaming", ""):
@@ -61,17 +51,20 @@ def test_warmed_prompts_open_on_the_pages_without_running_the_model_again(client
     after = shared_results(loaded).cache.computations
     for stage in ("prefill", "inspect", "answer"):
         assert after[stage] == computations[stage] >= 2, stage
-    _, again = _warm(client, PROMPTS)
+    _, again = _warm(client, PROMPTS, pages=False)
     assert all(line["already_cached"] for line in again[:-1])
 
 
-def test_warming_runs_the_work_of_the_pages_that_have_their_own(warmed, loaded):
-    """The Agents page's loop and measurements, the KV cache page's turns, ... (each page's ``prepare``) ran in the
+def test_warming_runs_the_work_of_the_pages_that_have_their_own(client, loaded):
+    """The Agents page's loop and measurements, the KV cache page's turns, ... (each page's ``prepare``) run in the
     warm call: each such page then opens with nothing left to compute."""
     from lifecycle.results import shared_results
     from ui.warm_pages import page_preparers
 
-    lines, before = warmed
+    prompt = "Name a colour."
+    before = Counter(shared_results(loaded).cache.computations)
+    reply, lines = _warm(client, [prompt])
+    assert reply.status_code == 200, reply.text
     pages = lines[0]["pages"]
     assert pages == list(page_preparers()) and {"agent", "kv-cache", "structured-output", "forward-pass"} <= set(pages)
     warmed_kinds = Counter(shared_results(loaded).cache.computations) - before
@@ -79,7 +72,7 @@ def test_warming_runs_the_work_of_the_pages_that_have_their_own(warmed, loaded):
         assert any(f"views/{page.replace('-', '_')}.py" in kind for kind in warmed_kinds), (page, warmed_kinds)
     computations = Counter(shared_results(loaded).cache.computations)
     for page in pages:
-        app = run_page(page, prompt=PROMPTS[0], **SETTINGS)
+        app = run_page(page, prompt=prompt, **SETTINGS)
         assert not app.exception and not app.error, page
     assert Counter(shared_results(loaded).cache.computations) - computations == Counter()
 
