@@ -32,7 +32,8 @@ def token_window(position: int, positions: int, size: int = LIVE_TOKENS) -> rang
 
 
 def _rounded(values) -> list:
-    return [None if not math.isfinite(v) else round(float(v), DIGITS) for v in np.asarray(values).ravel()]
+    # tolist() first: Python floats round ~10x faster than NumPy scalars, to the same values.
+    return [round(v, DIGITS) if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).ravel().tolist()]
 
 
 def live_block_data(
@@ -56,7 +57,7 @@ def live_block_data(
     chosen = slice(tokens.start, tokens.stop)
     keys = np.moveaxis(top_keys[..., chosen, :TOP_KEYS], 2, 0)  # (tokens, layers, heads, k)
     weights = np.moveaxis(top_weights[..., chosen, :TOP_KEYS], 2, 0)
-    shown = sorted({int(k) for k in keys.ravel() if k >= 0} | set(tokens))
+    shown = sorted(set(np.unique(keys[keys >= 0]).tolist()) | set(tokens))
     body = {
         "layers": int(layers),
         "heads": int(heads),
@@ -65,8 +66,8 @@ def live_block_data(
         "steps": [{"name": name, "shape": shape_text(shape), "add": name.startswith("+")}
                   for name, shape in zip(step_names, step_shapes)],
         "step_norms": _rounded(step_norms[chosen]),
-        "keys": [int(k) for k in keys.ravel()],
-        "weights": [int(round(w / WEIGHT_UNIT)) for w in weights.ravel()],
+        "keys": keys.ravel().astype(np.int64).tolist(),
+        "weights": np.rint(weights.ravel() / WEIGHT_UNIT).astype(np.int64).tolist(),
         "weight_unit": WEIGHT_UNIT,
         "top": int(keys.shape[-1]),
         "residual": _rounded(residual_norms[chosen]),
