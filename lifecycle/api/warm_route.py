@@ -83,7 +83,7 @@ async def _warm(request: Request, server: ApiServer, page_input: PageInput,
     if not isinstance(with_pages, bool):
         raise LifecycleError("'pages' must be true or false.", param="pages")
     prepare = prepare_pages if with_pages and prepare_pages is not None else None
-    pages = [functools.partial(prepare, settings, prompt) if prepare else list for prompt in prompts]
+    pages = [functools.partial(prepare, settings, prompt) if prepare else _no_pages for prompt in prompts]
     status = model_status()
     if status.state != "ready":
         start_model_loading()
@@ -106,6 +106,11 @@ async def _report(results: JourneyResults, inputs: list, pages: list[Callable[[]
         yield json.dumps(line) + "\n"
     yield json.dumps({"done": True, "ready": ready, "failed": failed,
                       "seconds": round(time.perf_counter() - started, 3)}) + "\n"
+
+
+def _no_pages() -> list[str]:
+    """The pages' own work left out (``"pages": false``, or no ``prepare_pages`` given): none prepared."""
+    return []
 
 
 def _warm_one(results: JourneyResults, index: int, inp, prepare_pages: Callable[[], list[str]]) -> dict:
