@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from lifecycle.engine import shared_engine
-from lifecycle.engine.kernel_choice import CALLS, Candidate, choose_kernels, describe, fastest_calls
+from lifecycle.engine.kernel_choice import (BATCH_ROWS, CALLS, Candidate, choose_kernels, describe, fastest_calls,
+                                            time_few_rows)
 from lifecycle.engine.packing import pack
 
 
@@ -57,6 +58,52 @@ def test_each_kind_of_matrix_gets_the_kernel_measured_fastest_for_it(matrices):
     named = describe(choice, "blas", measured=False)
     assert "fp32 for 2 of 4 matrices" in named and "packed for 1 of 4 matrices" in named
     assert "µs" not in named and "measuring" not in named and named.endswith("batched steps and prefill: blas")
+
+
+def _rows_timer(table):
+    """A timer answering from ``table`` (shape -> rows of x -> name -> seconds)."""
+    def timer(calls):
+        args = next(iter(calls.values())).args  # partial(_call, candidate, group, packed, x, ...)
+        return {name: table[tuple(args[1][0].shape)][args[3].shape[0]][name] for name in calls}
+
+    return timer
+
+
+def test_a_few_rows_read_the_packed_codes_up_to_the_last_size_they_were_timed_faster(matrices):
+    packed = {id(m): pack(m) for m in matrices}
+    one_row = {"packed": 1e-5, "fp32": 2e-5, "blas": 3e-5}
+    faster_until = {tuple(matrices[0].shape): 8, tuple(matrices[2].shape): 1, tuple(matrices[3].shape): 16}
+    table = {shape: {1: one_row, **{rows: {"packed": rows * 1e-5, "blas": (2 if rows <= last else 0.5) * rows * 1e-5}
+                                    for rows in BATCH_ROWS}} for shape, last in faster_until.items()}
+    timer = _rows_timer(table)
+    one_row_only = choose_kernels(matrices, packed, CANDIDATES, timer=timer)
+    assert not one_row_only.few_rows and "a few rows" not in describe(one_row_only, "blas")
+    choice = time_few_rows(one_row_only, matrices, packed, CANDIDATES[0], CANDIDATES[-1], timer=timer)
+    assert choice.by_matrix == one_row_only.by_matrix and choice.measuring_seconds >= one_row_only.measuring_seconds
+    assert {s.shape: s.packed_up_to for s in choice.shapes} == faster_until
+    assert list(next(s for s in choice.shapes if s.packed_up_to == 8).batch_seconds) == [2, 4, 8, 16]
+    assert list(next(s for s in choice.shapes if s.packed_up_to == 1).batch_seconds) == [2]  # stopped once blas won
+    assert [choice.few_rows[id(m)][2] if id(m) in choice.few_rows else None for m in matrices] == [8, 8, None, 16]
+    assert all(choice.few_rows[id(m)][1] is packed[id(m)] for m in (matrices[0], matrices[3]))
+    assert [choice.packed_matrices(rows) for rows in (2, 8, 9, 16, 17)] == [3, 3, 1, 1, 0]
+    assert ("; steps of a few rows: packed codes for 1 of 4 matrices up to 16 rows, 2 up to 8 rows; batched steps "
+            "and prefill: blas") in describe(choice, "blas")
+
+
+def test_matrices_read_as_fp32_only_are_not_timed_at_a_few_rows(matrices):
+    packed = {id(matrices[0]): pack(matrices[0])}
+    timed = []
+
+    def timer(calls):
+        args = next(iter(calls.values())).args  # partial(_call, candidate, group, packed, x, ...)
+        timed.append((tuple(args[1][0].shape), args[3].shape[0]))
+        return {name: 1.0 if name == "blas" else 0.5 for name in calls}
+
+    choice = choose_kernels(matrices, packed, CANDIDATES, timer=timer)
+    timed.clear()
+    choice = time_few_rows(choice, matrices, packed, CANDIDATES[0], CANDIDATES[-1], timer=timer)
+    assert timed == [(tuple(matrices[0].shape), rows) for rows in BATCH_ROWS]  # packed won at every size
+    assert set(choice.few_rows) == {id(matrices[0])}  # matrices[1], the same shape, is not packed here
 
 
 def test_a_slower_kernel_is_never_chosen(matrices):

@@ -40,6 +40,31 @@ def test_the_engines_product_equals_f_linear_for_one_row_and_for_more(loaded, ge
             assert torch.allclose(stack.linear(x, weight, None), F.linear(x, weight), rtol=1e-4, atol=1e-4)
 
 
+def test_a_few_rows_over_packed_codes_give_each_row_its_one_row_result_bit_for_bit(loaded, gemv):
+    """A request's numbers do not depend on who shares its step: every row of a small batch is computed as
+    it would be alone (tiles of four rows and each remainder), with and without a bias, and equals F.linear."""
+    stack = shared_engine(loaded).stack
+    assert gemv.reads_packed, "this machine has AVX2: the engine packs the GGUF's codes"
+    with torch.inference_mode():
+        for weight in (stack.blocks[0].qkv, stack.blocks[0].down, stack.lm_head):
+            codes = stack.packed[id(weight)]
+            bias = torch.randn(weight.shape[0], generator=torch.Generator().manual_seed(3))
+            for rows in (2, 3, 4, 5, 8, 11):
+                x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows))
+                for b in (None, bias):
+                    together = gemv(x, codes, b)
+                    assert together.shape == (rows, weight.shape[0])
+                    assert torch.equal(together, torch.cat([gemv(x[i:i + 1], codes, b) for i in range(rows)]))
+                    expected = F.linear(x, weight, b)
+                    assert torch.allclose(together, expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))
+
+
+def test_fp32_weights_are_read_for_one_row_only(loaded, gemv):
+    weight = shared_engine(loaded).stack.blocks[0].o
+    with pytest.raises(ValueError, match="one row"):
+        gemv(torch.randn(2, weight.shape[1]), weight, None)
+
+
 def test_one_openmp_runtime_is_loaded(gemv):
     runtimes = {line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines() if "libgomp" in line}
     assert len(runtimes) == 1, runtimes

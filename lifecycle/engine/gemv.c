@@ -1,4 +1,5 @@
-/* One row times a row-major fp32 weight matrix, y = w @ x + bias, for a decode step of one token.
+/* One row times a row-major fp32 weight matrix, y = w @ x + bias, for a decode step of one token,
+ * and (further down, with AVX2) a few rows times packed weights, for a decode step of a small batch.
  *
  * Each thread takes a contiguous run of output rows, so it streams one contiguous stretch of the
  * weights; four rows at a time share each load of x and keep four accumulators in flight. Built
@@ -122,6 +123,103 @@ void gemv_scaled8(const float *x, const signed char *codes, const float *scale, 
         }
         float s = pair_sum(acc);
         y[r] = bias ? s + bias[r] : s;
+    }
+}
+
+/* The same products for ``m`` rows of x at once (x [m, n], y [m, rows]), for a decode step of a small
+ * batch: each block of a weight row is rebuilt once for up to four rows of x, so the packed weights are
+ * read once a step, not once a request. Every row of x meets the weights in ``gemv_affine4``'s and
+ * ``gemv_scaled8``'s order, so each row's result is the one-row kernel's bit for bit: a request's
+ * numbers do not depend on who shares its step.
+ */
+#define TILE 4
+
+static inline __attribute__((always_inline)) void affine4_tile(
+        const float *x, const unsigned char *row, const float *scale, const float *offset, const float *bias,
+        float *y, long rows, long n, const int t) {
+    long blocks = n / 32;
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    pair acc[TILE];
+    for (int k = 0; k < t; k++) acc[k].lo = acc[k].hi = _mm256_setzero_ps();
+    for (long b = 0; b < blocks; b++) {
+        __m128i packed = _mm_loadu_si128((const __m128i *)(row + 16 * b));
+        __m128i first = _mm_and_si128(packed, nibble), second = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
+        __m256 s = _mm256_set1_ps(scale[b]), o = _mm256_set1_ps(offset[b]);
+        __m256 w0 = _mm256_fmadd_ps(s, unsigned8(first), o), w1 = _mm256_fmadd_ps(s, unsigned8(_mm_srli_si128(first, 8)), o);
+        __m256 w2 = _mm256_fmadd_ps(s, unsigned8(second), o), w3 = _mm256_fmadd_ps(s, unsigned8(_mm_srli_si128(second, 8)), o);
+        for (int k = 0; k < t; k++) {
+            const float *xk = x + k * n + 32 * b;
+            acc[k].lo = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xk), acc[k].lo);
+            acc[k].hi = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xk + 8), acc[k].hi);
+            acc[k].lo = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xk + 16), acc[k].lo);
+            acc[k].hi = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xk + 24), acc[k].hi);
+        }
+    }
+    for (int k = 0; k < t; k++) {
+        float sum = pair_sum(acc[k]);
+        y[k * rows] = bias ? sum + *bias : sum;
+    }
+}
+
+void gemm_affine4(const float *x, const unsigned char *codes, const float *scale, const float *offset,
+                  const float *bias, float *y, long m, long rows, long n, int threads) {
+    long blocks = n / 32;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const unsigned char *row = codes + r * (n / 2);
+        const float *s = scale + r * blocks, *o = offset + r * blocks;
+        const float *add = bias ? bias + r : 0;
+        long i = 0;
+        for (; i + TILE <= m; i += TILE) affine4_tile(x + i * n, row, s, o, add, y + i * rows + r, rows, n, TILE);
+        switch (m - i) {  /* a constant count, so each case is unrolled with its accumulators in registers */
+            case 3: affine4_tile(x + i * n, row, s, o, add, y + i * rows + r, rows, n, 3); break;
+            case 2: affine4_tile(x + i * n, row, s, o, add, y + i * rows + r, rows, n, 2); break;
+            case 1: affine4_tile(x + i * n, row, s, o, add, y + i * rows + r, rows, n, 1); break;
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void scaled8_tile(
+        const float *x, const signed char *row, const float *scale, const float *bias, float *y, long rows, long n,
+        const int t) {
+    long blocks = n / 32;
+    pair acc[TILE];
+    for (int k = 0; k < t; k++) acc[k].lo = acc[k].hi = _mm256_setzero_ps();
+    for (long b = 0; b < blocks; b++) {
+        __m128i first = _mm_loadu_si128((const __m128i *)(row + 32 * b));
+        __m128i second = _mm_loadu_si128((const __m128i *)(row + 32 * b + 16));
+        __m256 s = _mm256_set1_ps(scale[b]);
+        __m256 w0 = _mm256_mul_ps(s, signed8(first)), w1 = _mm256_mul_ps(s, signed8(_mm_srli_si128(first, 8)));
+        __m256 w2 = _mm256_mul_ps(s, signed8(second)), w3 = _mm256_mul_ps(s, signed8(_mm_srli_si128(second, 8)));
+        for (int k = 0; k < t; k++) {
+            const float *xk = x + k * n + 32 * b;
+            acc[k].lo = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xk), acc[k].lo);
+            acc[k].hi = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xk + 8), acc[k].hi);
+            acc[k].lo = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xk + 16), acc[k].lo);
+            acc[k].hi = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xk + 24), acc[k].hi);
+        }
+    }
+    for (int k = 0; k < t; k++) {
+        float sum = pair_sum(acc[k]);
+        y[k * rows] = bias ? sum + *bias : sum;
+    }
+}
+
+void gemm_scaled8(const float *x, const signed char *codes, const float *scale, const float *bias, float *y,
+                  long m, long rows, long n, int threads) {
+    long blocks = n / 32;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const signed char *row = codes + r * n;
+        const float *s = scale + r * blocks;
+        const float *add = bias ? bias + r : 0;
+        long i = 0;
+        for (; i + TILE <= m; i += TILE) scaled8_tile(x + i * n, row, s, add, y + i * rows + r, rows, n, TILE);
+        switch (m - i) {  /* a constant count, so each case is unrolled with its accumulators in registers */
+            case 3: scaled8_tile(x + i * n, row, s, add, y + i * rows + r, rows, n, 3); break;
+            case 2: scaled8_tile(x + i * n, row, s, add, y + i * rows + r, rows, n, 2); break;
+            case 1: scaled8_tile(x + i * n, row, s, add, y + i * rows + r, rows, n, 1); break;
+        }
     }
 }
 #endif

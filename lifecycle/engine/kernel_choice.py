@@ -9,13 +9,22 @@ gets the fastest. The measurement is cheap: one warm-up call and at most ``CALLS
 the candidates in turn per shape, fewer once ``BUDGET_SECONDS`` a candidate is spent (the 113 MB
 fp32 head costs ~10 ms a call), and the time of one call is the fastest of them (the least
 disturbed by other work).
+
+A decode step of a few requests has a few rows, and there the batched kernel (oneDNN) reads the
+fp32 weights once for all of them, while the packed kernel reads a fifth of the bytes and rebuilds
+each block once for up to four rows. Which wins depends on the rows: on a 2-core AVX2 AMD machine
+the packed one was 2-3x faster at 2-4 rows and even at about 16 (``gemv.c``'s ``gemm_*``). So each packed kind
+of matrix is also timed at ``BATCH_ROWS`` rows, in turn, against the batched kernel, until the batched one
+wins; its matrices take the packed kernel up to the last size it won (``time_few_rows``, which the engine
+runs the first time a step has a few rows, not at start).
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import torch
@@ -24,6 +33,7 @@ from lifecycle.engine.packing import Affine4, Packed, Scaled8
 
 CALLS = 5
 BUDGET_SECONDS = 0.004  # per candidate and shape, after the first timed call
+BATCH_ROWS = (2, 4, 8, 16)  # rows at which a packed kind of matrix is timed against the batched kernel
 
 Kernel = Callable[[torch.Tensor, "torch.Tensor | Packed", "torch.Tensor | None"], torch.Tensor]
 Timer = Callable[[dict[str, Callable[[int], object]]], dict[str, float]]
@@ -49,6 +59,8 @@ class ShapeChoice:
     matrices: int
     seconds: dict[str, float]  # candidate name -> one call, measured
     chosen: str
+    batch_seconds: dict[int, dict[str, float]] = field(default_factory=dict)  # rows -> name -> one call
+    packed_up_to: int = 1  # the most rows a step gives this kind's packed kernel rather than the batched one
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,11 @@ class KernelChoice:
     by_matrix: dict[int, tuple[Kernel, torch.Tensor | Packed, str]]
     shapes: list[ShapeChoice]
     measuring_seconds: float
+    few_rows: dict[int, tuple[Kernel, Packed, int]] = field(default_factory=dict)  # id -> packed kernel, codes, rows
+
+    def packed_matrices(self, rows: int) -> int:
+        """How many matrices a step of ``rows`` rows reads with the packed kernel (rows > 1)."""
+        return sum(1 for _, _, up_to in self.few_rows.values() if rows <= up_to)
 
     def counts(self) -> dict[str, int]:
         """How many matrices each candidate runs."""
@@ -91,25 +108,64 @@ def choose_kernels(matrices: list[torch.Tensor], packed: dict[int, Packed], cand
     """Time every candidate that can read it on one matrix of each kind; every matrix of the kind
     gets the fastest (the first candidate on a tie)."""
     started = time.perf_counter()
-    kinds: dict[tuple, list[torch.Tensor]] = {}
-    for matrix in matrices:
-        kind = (tuple(matrix.shape), _packing(packed.get(id(matrix))), matrix.is_contiguous())
-        kinds.setdefault(kind, []).append(matrix)
     by_matrix: dict[int, tuple[Kernel, torch.Tensor | Packed, str]] = {}
     shapes = []
     with torch.inference_mode():
-        for (shape, packing, _), group in kinds.items():
-            sample = group[0]
-            x = torch.randn(1, shape[1], generator=torch.Generator().manual_seed(0))
-            usable = [c for c in candidates if (id(sample) in packed if c.packed else
-                                                (sample.is_contiguous() or not c.contiguous_only))]
-            calls = {c.name: partial(_call, c, group, packed, x, k, len(usable)) for k, c in enumerate(usable)}
-            seconds = timer(calls)
+        for (shape, packing, contiguous), group in _kinds(matrices, packed).items():
+            usable = [c for c in candidates if (id(group[0]) in packed if c.packed else
+                                                (contiguous or not c.contiguous_only))]
+            seconds = timer(_calls(usable, group, packed, _rows(1, shape[1])))
             best = min(usable, key=lambda c: seconds[c.name])
             for matrix in group:
                 by_matrix[id(matrix)] = (best.kernel, packed[id(matrix)] if best.packed else matrix, best.name)
             shapes.append(ShapeChoice(shape, packing, len(group), seconds, best.name))
     return KernelChoice(by_matrix, shapes, time.perf_counter() - started)
+
+
+def time_few_rows(choice: KernelChoice, matrices: list[torch.Tensor], packed: dict[int, Packed], reader: Candidate,
+                  batched: Candidate, timer: Timer = fastest_calls) -> KernelChoice:
+    """``choice`` with each packed kind of matrix also timed at ``BATCH_ROWS`` rows, ``reader`` (a packed
+    candidate) against ``batched``, in turn until ``batched`` wins; its matrices take ``reader`` up to the
+    last size it won."""
+    started = time.perf_counter()
+    few_rows: dict[int, tuple[Kernel, Packed, int]] = {}
+    measured = {}
+    with torch.inference_mode():
+        for (shape, packing, contiguous), group in _kinds(matrices, packed).items():
+            if packing == "fp32" or not contiguous:
+                continue
+            batch_seconds, up_to = {}, 1
+            for rows in BATCH_ROWS:
+                seconds = timer(_calls([reader, batched], group, packed, _rows(rows, shape[1])))
+                batch_seconds[rows] = seconds
+                if seconds[reader.name] >= seconds[batched.name]:
+                    break
+                up_to = rows
+            measured[(shape, packing)] = (batch_seconds, up_to)
+            for matrix in group if up_to > 1 else ():
+                few_rows[id(matrix)] = (reader.kernel, packed[id(matrix)], up_to)
+    shapes = [replace(s, batch_seconds=measured[s.shape, s.packing][0], packed_up_to=measured[s.shape, s.packing][1])
+              if (s.shape, s.packing) in measured else s for s in choice.shapes]
+    return replace(choice, shapes=shapes, few_rows=few_rows,
+                   measuring_seconds=choice.measuring_seconds + time.perf_counter() - started)
+
+
+def _kinds(matrices: list[torch.Tensor], packed: dict[int, Packed]) -> dict[tuple, list[torch.Tensor]]:
+    """The matrices grouped by shape, packing and whether they are contiguous, in order of first appearance."""
+    kinds: dict[tuple, list[torch.Tensor]] = {}
+    for matrix in matrices:
+        kind = (tuple(matrix.shape), _packing(packed.get(id(matrix))), matrix.is_contiguous())
+        kinds.setdefault(kind, []).append(matrix)
+    return kinds
+
+
+def _rows(rows: int, n: int) -> torch.Tensor:
+    return torch.randn(rows, n, generator=torch.Generator().manual_seed(rows))
+
+
+def _calls(usable: list[Candidate], group: list[torch.Tensor], packed: dict[int, Packed],
+           x: torch.Tensor) -> dict[str, Callable[[int], object]]:
+    return {c.name: partial(_call, c, group, packed, x, k, len(usable)) for k, c in enumerate(usable)}
 
 
 def _call(candidate: Candidate, group: list[torch.Tensor], packed: dict[int, Packed], x: torch.Tensor,
@@ -134,12 +190,23 @@ def describe(choice: KernelChoice, batched: str, measured: bool = True) -> str:
     them when ``measured`` is false: a caption elsewhere names the kernels only)."""
     total = sum(s.matrices for s in choice.shapes)
     runs = ", ".join(f"{name} for {count} of {total} matrices" for name, count in choice.counts().items())
+    few = _few_rows_sentence(choice, total)
     if not measured:
-        return f"one-token steps: {runs}; batched steps and prefill: {batched}"
+        return f"one-token steps: {runs}; {few}batched steps and prefill: {batched}"
     timings = "; ".join(
         f"{s.shape[0]}×{s.shape[1]} {s.packing} (×{s.matrices}): "
         + ", ".join(f"{name} {seconds * 1e6:,.0f} µs" for name, seconds in s.seconds.items())
         for s in choice.shapes)
     return (f"one-token steps: {runs}, the fastest measured at start per kind of matrix "
             f"({choice.measuring_seconds * 1000:.0f} ms of measuring: {timings}); "
-            f"batched steps and prefill: {batched}")
+            f"{few}batched steps and prefill: {batched}")
+
+
+def _few_rows_sentence(choice: KernelChoice, total: int) -> str:
+    """``"steps of a few rows: packed codes for 90 of 121 matrices up to 16 rows, 31 up to 4 rows; "``."""
+    limits = sorted(Counter(up_to for _, _, up_to in choice.few_rows.values()).items(), reverse=True)
+    if not limits:
+        return ""
+    parts = [f"{count} of {total} matrices up to {rows} rows" if index == 0 else f"{count} up to {rows} rows"
+             for index, (rows, count) in enumerate(limits)]
+    return f"steps of a few rows: packed codes for {', '.join(parts)}; "

@@ -14,8 +14,10 @@ at about half the speed on this machine's CPU (measured: the model's products fo
 For one token a step, each matrix runs the kernel measured fastest for it on this machine when
 the stack is built (``kernel_choice.py``): the compiled ``gemv.c`` over the 4-bit or 8-bit codes
 the matrix was shipped as (``packing.py``, about a fifth of the fp32 bytes, results equal to its
-fp32 product bit for bit), ``gemv.c`` over fp32, or oneDNN; longer steps (prefill chunks, several
-requests) read the fp32 weights, where oneDNN's matrix products are the faster road.
+fp32 product bit for bit), ``gemv.c`` over fp32, or oneDNN. For a few rows a step (two to about
+sixteen requests decoding together), a packed matrix runs ``gemv.c``'s few-row product over its codes up
+to the most rows at which it was timed faster than oneDNN (the first time such a step comes); longer steps
+(prefill chunks, many requests) read the fp32 weights, where oneDNN's matrix products are the faster road.
 
 The query/key/value and gate/up projections are fused into one matrix each, and the modules'
 parameters are re-pointed to views of those fused matrices, so the weights exist once in memory
@@ -26,15 +28,16 @@ fact (sizes, heads, RoPE, norm epsilon, tied head) comes from the loaded model a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from lifecycle.engine.kernel_choice import Candidate, KernelChoice, choose_kernels, describe
+from lifecycle.engine.kernel_choice import BATCH_ROWS, Candidate, KernelChoice, choose_kernels, describe, time_few_rows
 from lifecycle.engine.native import compiled_gemv
 from lifecycle.engine.packed_store import packed_matrices
 from lifecycle.engine.packing import Packed
@@ -140,19 +143,71 @@ class LlamaStack:
         gemv = compiled_gemv(cache_root() / "kernels")
         self.packed = self._packed(packed_store, weights_sha256) if gemv is not None and gemv.reads_packed else {}
         onednn = _onednn_linear()  # probed once: for batched steps and as a one-token candidate
-        batched_name, batched = ("oneDNN", onednn) if onednn is not None else ("PyTorch's F.linear", F.linear)
-        if gemv is None:
-            self.choice = None
-            self.linear = batched
-            self.kernels = f"every step's matrix products: {batched_name} (no compiled gemv.c here)"
-            self.kernels_named = self.kernels
-        else:
-            candidates = [Candidate("gemv.c packed", gemv, packed=True)] if self.packed else []
-            candidates += [Candidate("gemv.c fp32", gemv, contiguous_only=True), Candidate(batched_name, batched)]
+        self.batched_name, self._batched = (("oneDNN", onednn) if onednn is not None
+                                            else ("PyTorch's F.linear", F.linear))
+        self.choice: KernelChoice | None = None
+        self._few_rows_unmeasured: Callable[[KernelChoice], KernelChoice] | None = None
+        self._measuring = threading.Lock()
+        if gemv is not None:
+            reader = Candidate("gemv.c packed", gemv, packed=True)
+            batched = Candidate(self.batched_name, self._batched)
+            candidates = [reader] if self.packed else []
+            candidates += [Candidate("gemv.c fp32", gemv, contiguous_only=True), batched]
             self.choice = choose_kernels(self.matrices(), self.packed, candidates)
-            self.linear = matrix_product(self.choice, batched)
-            self.kernels = describe(self.choice, batched_name)
-            self.kernels_named = describe(self.choice, batched_name, measured=False)
+            if self.packed:
+                self._few_rows_unmeasured = partial(time_few_rows, matrices=self.matrices(), packed=self.packed,
+                                                    reader=reader, batched=batched)
+
+    @property
+    def kernels(self) -> str:
+        """Which kernel runs each kind of step's products, with the times measured (the Live calls panel)."""
+        if self.choice is None:
+            return f"every step's matrix products: {self.batched_name} (no compiled gemv.c here)"
+        return describe(self.choice, self.batched_name)
+
+    @property
+    def kernels_named(self) -> str:
+        """The same without the times."""
+        return self.kernels if self.choice is None else describe(self.choice, self.batched_name, measured=False)
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """``x @ weight.T + bias`` for a [T, in] ``x``: for one row the kernel measured fastest for that
+        matrix at start (reading its packed codes or its fp32 weights); for a few rows its packed codes where
+        they measured faster at that many rows; else the batched kernel."""
+        rows = x.shape[0]
+        if self.choice is not None and x.is_contiguous():
+            if rows == 1:
+                chosen = self.choice.by_matrix.get(id(weight))
+                if chosen is not None:
+                    return chosen[0](x, chosen[1], bias)
+            elif rows <= BATCH_ROWS[-1]:
+                few = self._few_rows().get(id(weight))
+                if few is not None and rows <= few[2]:
+                    return few[0](x, few[1], bias)
+        return self._batched(x, weight, bias)
+
+    def _few_rows(self) -> dict[int, tuple]:
+        """The packed kernel's row limit per matrix, timed the first time a step has a few rows (not at
+        start: on one thread of a 2-core AMD machine the timing takes ~0.6 s, which a lone learner's
+        one-token steps never need)."""
+        if self._few_rows_unmeasured is not None:
+            with self._measuring:
+                if self._few_rows_unmeasured is not None:
+                    self.choice = self._few_rows_unmeasured(self.choice)
+                    self._few_rows_unmeasured = None
+        return self.choice.few_rows
+
+    def products_of(self, rows: int) -> str:
+        """What computes a step's matrix products at ``rows`` rows (more than one), e.g. "oneDNN" or "packed
+        codes for 121 of 121 matrices"."""
+        if self.choice is not None and rows <= BATCH_ROWS[-1]:
+            self._few_rows()
+        packed = self.choice.packed_matrices(rows) if self.choice is not None else 0
+        total = len(self.matrices())
+        if packed == 0:
+            return self.batched_name
+        rest = f", {self.batched_name} for {total - packed}" if packed < total else ""
+        return f"packed codes for {packed} of {total} matrices{rest}"
 
     def matrices(self) -> list[torch.Tensor]:
         """Every weight matrix a decode step reads, the output head last."""
@@ -348,21 +403,6 @@ def _fuse_block(layer) -> _Block:
 
 
 Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
-
-
-def matrix_product(choice: KernelChoice, batched: Linear) -> Linear:
-    """``x @ weight.T + bias`` for a [T, in] ``x``: for one row the kernel ``choice`` measured fastest
-    for that matrix (reading its packed codes or its fp32 weights), else ``batched``."""
-    by_matrix = choice.by_matrix
-
-    def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        chosen = by_matrix.get(id(weight)) if x.shape[0] == 1 and x.is_contiguous() else None
-        if chosen is None:
-            return batched(x, weight, bias)
-        kernel, operand, _ = chosen
-        return kernel(x, operand, bias)
-
-    return linear
 
 
 def _nbytes(weight: torch.Tensor | Packed) -> int:

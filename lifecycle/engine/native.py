@@ -11,6 +11,8 @@ its result disagrees with ``F.linear`` on a probe, the engine keeps oneDNN.
 On a CPU with AVX2 the same library also reads packed weights (``packing.py``: 4-bit and 8-bit
 codes that rebuild the fp32 weights exactly), with results equal to the fp32 kernel's bit for bit;
 a probe checks that before the engine uses them, and without AVX2 every matrix is read as fp32.
+It reads them for a few rows at once too (``gemm_*``: a decode step of a small batch), rebuilding
+each block once for up to four rows, each row's result the one-row kernel's bit for bit.
 """
 
 from __future__ import annotations
@@ -32,30 +34,36 @@ from lifecycle.engine.packing import Affine4, Packed, Scaled8, interleave, unpac
 
 SOURCE = Path(__file__).with_name("gemv.c")
 DISABLE_ENV = "LIFECYCLE_NATIVE_GEMV"  # "0" keeps oneDNN for every product
-SIZES = [ctypes.c_long, ctypes.c_long, ctypes.c_int]  # rows, n, threads
+SIZES = [ctypes.c_long, ctypes.c_long, ctypes.c_int]  # rows, n, threads (after m, the rows of x, for gemm_*)
+SMALL_BATCH_PROBE = 7  # rows of x the start-up probe checks: a tile of four and the three-row remainder
 
 
 @dataclass(frozen=True)
 class Gemv:
-    """``weight @ x[0] + bias`` as a [1, rows] tensor for a [1, n] fp32 ``x``; ``weight`` is fp32, or
-    packed where ``reads_packed``."""
+    """``x @ weight.T + bias`` as an [m, rows] tensor for a contiguous [m, n] fp32 ``x``; ``weight`` is
+    fp32 (one row of ``x`` only), or packed where ``reads_packed`` (any number of rows: each row's result
+    is the one-row kernel's bit for bit)."""
 
     library: ctypes.CDLL
     reads_packed: bool
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor | Packed, bias: torch.Tensor | None) -> torch.Tensor:
         rows, n = weight.shape
-        y = torch.empty(1, rows)
+        m = x.shape[0]
+        y = torch.empty(m, rows)
         if isinstance(weight, Affine4):
             tensors = (x, weight.codes, weight.scale, weight.offset, bias, y)
-            kernel = self.library.gemv_affine4
+            kernel = self.library.gemm_affine4 if m > 1 else self.library.gemv_affine4
         elif isinstance(weight, Scaled8):
             tensors = (x, weight.codes, weight.scale, bias, y)
-            kernel = self.library.gemv_scaled8
-        else:
+            kernel = self.library.gemm_scaled8 if m > 1 else self.library.gemv_scaled8
+        elif m == 1:
             tensors = (x, weight, bias, y)
             kernel = self.library.gemv
-        kernel(*(None if t is None else t.data_ptr() for t in tensors), rows, n, torch.get_num_threads())
+        else:
+            raise ValueError(f"gemv.c reads fp32 weights for one row, not {m}")
+        sizes = (m, rows, n) if m > 1 else (rows, n)
+        kernel(*(None if t is None else t.data_ptr() for t in tensors), *sizes, torch.get_num_threads())
         return y
 
 
@@ -66,16 +74,17 @@ def compiled_gemv(cache_dir: Path) -> Gemv | None:
     library = _build(cache_dir)
     if library is None:
         return None
-    kernels = {"gemv": 4, "gemv_affine4": 6, "gemv_scaled8": 5}  # name: pointer arguments
+    kernels = {"gemv": 4, "gemv_affine4": 6, "gemv_scaled8": 5, "gemm_affine4": 6, "gemm_scaled8": 5}  # pointers
     for name, pointers in kernels.items():
         if hasattr(library, name):
             getattr(library, name).restype = None
-            getattr(library, name).argtypes = [ctypes.c_void_p] * pointers + SIZES
+            rows_of_x = [ctypes.c_long] if name.startswith("gemm") else []
+            getattr(library, name).argtypes = [ctypes.c_void_p] * pointers + rows_of_x + SIZES
     plain = Gemv(library, reads_packed=False)
     if not _agrees(plain):
         return None
     packed = Gemv(library, reads_packed=True)
-    has_packed = hasattr(library, "gemv_affine4") and hasattr(library, "gemv_scaled8")
+    has_packed = all(hasattr(library, name) for name in kernels if name != "gemv")
     return packed if has_packed and _packed_agrees(packed) else plain
 
 
@@ -138,10 +147,11 @@ def _packed_agrees(gemv: Gemv) -> bool:
         eight[:, :32] = torch.tensor([-128, 127, 0, -1] * 8, dtype=torch.int8)
         affine = Affine4(interleave(four), scale, offset)
         scaled = Scaled8(eight, scale)
-        x, bias = torch.randn(1, n, generator=generator), torch.randn(rows, generator=generator)
+        x, bias = torch.randn(SMALL_BATCH_PROBE, n, generator=generator), torch.randn(rows, generator=generator)
         for matrix in (affine, scaled):
             dense = unpack(matrix).contiguous()
             for b in (None, bias):
-                if not torch.equal(gemv(x, matrix, b), gemv(x, dense, b)):
+                alone = torch.cat([gemv(x[i:i + 1], dense, b) for i in range(len(x))])
+                if not (torch.equal(gemv(x[:1], matrix, b), alone[:1]) and torch.equal(gemv(x, matrix, b), alone)):
                     return False
     return True

@@ -210,9 +210,10 @@ def compare_roads(loaded, prompt_ids: Sequence[int], steps: int = ANSWER_TOKENS,
         yield
         whole = _one_pass(stack, prompt, answer)
         top = torch.topk(reference, 2, dim=1).values
+        batch_rows, pass_rows = len(others) + 1, len(prompt) + steps - 1
         roads = [
-            _compare("batch", f"oneDNN, {len(others) + 1} rows a step", reference, batched),
-            _compare("one pass", f"oneDNN, {len(prompt) + steps - 1} rows at once", reference, whole),
+            _compare("batch", f"{stack.products_of(batch_rows)}, {batch_rows} rows a step", reference, batched),
+            _compare("one pass", f"{stack.products_of(pass_rows)}, {pass_rows} rows at once", reference, whole),
             _compare("chunked prefill", f"prompt in chunks of {chunk}", reference, chunked),
             _compare("other threads", f"torch threads {other} (not {threads})", reference, single),
         ]

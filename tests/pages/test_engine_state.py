@@ -37,10 +37,15 @@ def test_live_calls_says_which_kernels_this_machine_runs(run_page, loaded):
     from lifecycle.engine import shared_engine
 
     stack = shared_engine(loaded).stack
+    stack.products_of(2)  # the few-row products are timed the first time a step has a few rows: here, now
     app = run_page("live-calls", prompt=PROMPT)
     assert not app.exception
     caption = next(c.value for c in app.caption if c.value.startswith("Kernels on this machine"))
     assert stack.kernels in caption
+    limits = sorted({s.packed_up_to for s in stack.choice.shapes if s.packed_up_to > 1}, reverse=True)
+    assert ("steps of a few rows: packed codes for" in caption) == bool(limits)
+    for rows in limits:
+        assert f"up to {rows} rows" in caption
     for kernel, count in stack.choice.counts().items():  # the kernels measured fastest at start
         assert f"{kernel} for {count} of {len(stack.matrices())} matrices" in caption
 
