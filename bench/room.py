@@ -168,7 +168,17 @@ def concurrent(loaded, prompts: list[list[int]]) -> tuple[float, list[Timed], fl
 
 
 def room_of(loaded) -> None:
-    """Rows for 1, 8 and 30 concurrent distinct prompts."""
+    """Rows for 1, 8 and 30 concurrent distinct prompts, after the engine has timed its few-row products (once
+    per engine, on its first step of a few rows: a server that has served anyone has done it)."""
+    from lifecycle.engine import shared_engine
+
+    stack = shared_engine(loaded).stack
+    if stack.choice is not None:
+        before = stack.choice.measuring_seconds
+        stack.few_rows()
+        timed = (stack.choice.measuring_seconds - before) * 1000
+        most = max((s.packed_up_to for s in stack.choice.shapes), default=1)
+        row("few-row products timed against oneDNN, once (ms)", f"{timed:.0f}", f"(packed codes up to {most} rows)")
     topics = iter(TOPICS)
     rates = {}
     for n in CONCURRENCY:

@@ -181,15 +181,15 @@ class LlamaStack:
                 if chosen is not None:
                     return chosen[0](x, chosen[1], bias)
             elif rows <= BATCH_ROWS[-1]:
-                few = self._few_rows().get(id(weight))
+                few = self.few_rows().get(id(weight))
                 if few is not None and rows <= few[2]:
                     return few[0](x, few[1], bias)
         return self._batched(x, weight, bias)
 
-    def _few_rows(self) -> dict[int, tuple]:
-        """The packed kernel's row limit per matrix, timed the first time a step has a few rows (not at
-        start: on one thread of a 2-core AMD machine the timing takes ~0.6 s, which a lone learner's
-        one-token steps never need)."""
+    def few_rows(self) -> dict[int, tuple]:
+        """The packed kernel's row limit per matrix, timed the first time it is asked for: a step of 2 to 16
+        rows (requests decoding together, or a short uncached rest of a prompt), not at start (on one thread
+        of a 2-core AMD machine the timing took ~0.6 s, which would delay every start)."""
         if self._few_rows_unmeasured is not None:
             with self._measuring:
                 if self._few_rows_unmeasured is not None:
@@ -201,7 +201,7 @@ class LlamaStack:
         """What computes a step's matrix products at ``rows`` rows (more than one), e.g. "oneDNN" or "packed
         codes for 121 of 121 matrices"."""
         if self.choice is not None and rows <= BATCH_ROWS[-1]:
-            self._few_rows()
+            self.few_rows()
         packed = self.choice.packed_matrices(rows) if self.choice is not None else 0
         total = len(self.matrices())
         if packed == 0:
