@@ -16,7 +16,7 @@ each block once for up to four rows. Which wins depends on the rows: on a 2-core
 the packed one was 2-3x faster at 2-4 rows and even at about 16 (``gemv.c``'s ``gemm_*``). So each packed kind
 of matrix is also timed at ``BATCH_ROWS`` rows, in turn, against the batched kernel, until the batched one
 wins; its matrices take the packed kernel up to the last size it won (``time_few_rows``, which the engine
-runs the first time a step has a few rows, not at start).
+runs at its first idle moment, not at start).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from lifecycle.engine.packing import Affine4, Packed, Scaled8
 
 CALLS = 5
 BUDGET_SECONDS = 0.004  # per candidate and shape, after the first timed call
+MIN_ROUNDS = 3
 BATCH_ROWS = (2, 4, 8, 16)  # rows at which a packed kind of matrix is timed against the batched kernel
 
 Kernel = Callable[[torch.Tensor, "torch.Tensor | Packed", "torch.Tensor | None"], torch.Tensor]
@@ -71,6 +72,7 @@ class KernelChoice:
     shapes: list[ShapeChoice]
     measuring_seconds: float
     few_rows: dict[int, tuple[Kernel, Packed, int]] = field(default_factory=dict)  # id -> packed kernel, codes, rows
+    few_rows_seconds: float = 0.0  # the timing at a few rows (``time_few_rows``), after start
 
     def packed_matrices(self, rows: int) -> int:
         """How many matrices a step of ``rows`` rows reads with the packed kernel (rows > 1)."""
@@ -84,21 +86,34 @@ class KernelChoice:
         return counts
 
 
-def fastest_calls(calls: dict[str, Callable[[int], object]]) -> dict[str, float]:
+def call_clock() -> Callable[[], float]:
+    """The clock a measurement reads: with one PyTorch thread (the app's), the calling thread's CPU time, which
+    a wait for the core does not count (right after start, beside the app's other threads, products of 0.15-0.3 ms
+    took 0.9-22 ms of wall time, whole rounds alike: wall times chose oneDNN where the codes are 2.5x faster);
+    with more threads, wall time (another thread's share of the work is not the caller's CPU time)."""
+    return time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
+
+
+def fastest_calls(calls: dict[str, Callable[[int], object]],
+                  clock: Callable[[], float] | None = None) -> dict[str, float]:
     """Seconds of one call of each: the fastest of a few, after a warm-up, taken in turns (so a
-    burst of other work slows every candidate alike), until ``CALLS`` rounds or the budget is spent.
-    ``call(i)`` is the i-th call (0: the warm-up), so the caller can give each one another matrix."""
+    burst of other work slows every candidate alike), until ``CALLS`` rounds or the budget is spent, but
+    at least ``MIN_ROUNDS`` rounds of calls shorter than the budget: on a busy machine a call of 0.25 ms
+    took 10-12 ms once (its thread waited out another's time slice), and one such call would otherwise
+    spend the budget and be the only one timed. ``call(i)`` is the i-th call (0: the warm-up), so the
+    caller can give each one another matrix."""
+    clock = clock or call_clock()
     best = {name: float("inf") for name in calls}
     for call in calls.values():
         call(0)
     spent = 0.0
     for index in range(1, CALLS + 1):
         for name, call in calls.items():
-            started = time.perf_counter()
+            started = clock()
             call(index)
-            took = time.perf_counter() - started
+            took = clock() - started
             best[name], spent = min(best[name], took), spent + took
-        if spent > BUDGET_SECONDS * len(calls):
+        if spent > BUDGET_SECONDS * len(calls) and (index >= MIN_ROUNDS or min(best.values()) > BUDGET_SECONDS):
             break
     return best
 
@@ -146,8 +161,7 @@ def time_few_rows(choice: KernelChoice, matrices: list[torch.Tensor], packed: di
                 few_rows[id(matrix)] = (reader.kernel, packed[id(matrix)], up_to)
     shapes = [replace(s, batch_seconds=measured[s.shape, s.packing][0], packed_up_to=measured[s.shape, s.packing][1])
               if (s.shape, s.packing) in measured else s for s in choice.shapes]
-    return replace(choice, shapes=shapes, few_rows=few_rows,
-                   measuring_seconds=choice.measuring_seconds + time.perf_counter() - started)
+    return replace(choice, shapes=shapes, few_rows=few_rows, few_rows_seconds=time.perf_counter() - started)
 
 
 def _kinds(matrices: list[torch.Tensor], packed: dict[int, Packed]) -> dict[tuple, list[torch.Tensor]]:
@@ -190,7 +204,7 @@ def describe(choice: KernelChoice, batched: str, measured: bool = True) -> str:
     them when ``measured`` is false: a caption elsewhere names the kernels only)."""
     total = sum(s.matrices for s in choice.shapes)
     runs = ", ".join(f"{name} for {count} of {total} matrices" for name, count in choice.counts().items())
-    few = _few_rows_sentence(choice, total)
+    few = _few_rows_sentence(choice, total, measured)
     if not measured:
         return f"one-token steps: {runs}; {few}batched steps and prefill: {batched}"
     timings = "; ".join(
@@ -202,11 +216,20 @@ def describe(choice: KernelChoice, batched: str, measured: bool = True) -> str:
             f"{few}batched steps and prefill: {batched}")
 
 
-def _few_rows_sentence(choice: KernelChoice, total: int) -> str:
-    """``"steps of a few rows: packed codes for 90 of 121 matrices up to 16 rows, 31 up to 4 rows; "``."""
+def _few_rows_sentence(choice: KernelChoice, total: int, measured: bool) -> str:
+    """``"steps of a few rows: packed codes for 90 of 121 matrices up to 16 rows, 31 up to 4 rows; "``, with the
+    times measured at each number of rows when ``measured``."""
     limits = sorted(Counter(up_to for _, _, up_to in choice.few_rows.values()).items(), reverse=True)
     if not limits:
         return ""
     parts = [f"{count} of {total} matrices up to {rows} rows" if index == 0 else f"{count} up to {rows} rows"
              for index, (rows, count) in enumerate(limits)]
-    return f"steps of a few rows: packed codes for {', '.join(parts)}; "
+    if not measured:
+        return f"steps of a few rows: packed codes for {', '.join(parts)}; "
+    timings = "; ".join(
+        f"{s.shape[0]}×{s.shape[1]} at {'/'.join(map(str, s.batch_seconds))} rows: "
+        + ", ".join(f"{name} {'/'.join(f'{t[name] * 1e6:,.0f}' for t in s.batch_seconds.values())} µs"
+                    for name in next(iter(s.batch_seconds.values())))
+        for s in choice.shapes if s.batch_seconds)
+    return (f"steps of a few rows: packed codes for {', '.join(parts)}, timed when the engine was first idle "
+            f"({choice.few_rows_seconds * 1000:.0f} ms: {timings}); ")

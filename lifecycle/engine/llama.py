@@ -16,7 +16,7 @@ the stack is built (``kernel_choice.py``): the compiled ``gemv.c`` over the 4-bi
 the matrix was shipped as (``packing.py``, about a fifth of the fp32 bytes, results equal to its
 fp32 product bit for bit), ``gemv.c`` over fp32, or oneDNN. For a few rows a step (two to about
 sixteen requests decoding together), a packed matrix runs ``gemv.c``'s few-row product over its codes up
-to the most rows at which it was timed faster than oneDNN (the first time such a step comes); longer steps
+to the most rows at which it was timed faster than oneDNN (at the engine's first idle moment); longer steps
 (prefill chunks, many requests) read the fp32 weights, where oneDNN's matrix products are the faster road.
 
 The query/key/value and gate/up projections are fused into one matrix each, and the modules'
@@ -181,15 +181,19 @@ class LlamaStack:
                 if chosen is not None:
                     return chosen[0](x, chosen[1], bias)
             elif rows <= BATCH_ROWS[-1]:
-                few = self.few_rows().get(id(weight))
+                few = self.choice.few_rows.get(id(weight))  # empty until timed (the engine's first idle moment)
                 if few is not None and rows <= few[2]:
                     return few[0](x, few[1], bias)
         return self._batched(x, weight, bias)
 
+    def few_rows_untimed(self) -> bool:
+        return self._few_rows_unmeasured is not None
+
     def few_rows(self) -> dict[int, tuple]:
-        """The packed kernel's row limit per matrix, timed the first time it is asked for: a step of 2 to 16
-        rows (requests decoding together, or a short uncached rest of a prompt), not at start (on one thread
-        of a 2-core AMD machine the timing took ~0.6 s, which would delay every start)."""
+        """The packed kernel's row limit per matrix, timed the first time it is asked for. The engine asks at
+        its first idle moment, not at start (on one thread of a 2-core AMD machine the timing took ~0.6 s,
+        which would delay every start) nor in a step of a few rows (timed beside a batch's other work, a call
+        took up to 20x its quiet time there); until then steps of a few rows read the fp32 weights."""
         if self._few_rows_unmeasured is not None:
             with self._measuring:
                 if self._few_rows_unmeasured is not None:
@@ -200,8 +204,6 @@ class LlamaStack:
     def products_of(self, rows: int) -> str:
         """What computes a step's matrix products at ``rows`` rows (more than one), e.g. "oneDNN" or "packed
         codes for 121 of 121 matrices"."""
-        if self.choice is not None and rows <= BATCH_ROWS[-1]:
-            self.few_rows()
         packed = self.choice.packed_matrices(rows) if self.choice is not None else 0
         total = len(self.matrices())
         if packed == 0:

@@ -440,6 +440,12 @@ class Engine:
     def _loop(self) -> None:
         while True:
             with self._cond:
+                idle = not (self._jobs or self._waiting or self._running or self._closed)
+            if idle and self.stack.few_rows_untimed():
+                with self.loaded.lock:  # timed with nothing else in the engine: a request arriving waits ~0.5 s once
+                    self.stack.few_rows()
+                self._progress_at = time.monotonic()
+            with self._cond:
                 while not (self._jobs or self._waiting or self._running or self._closed):
                     self._cond.wait()
                     self._progress_at = time.monotonic()
