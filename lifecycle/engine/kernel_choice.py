@@ -16,7 +16,7 @@ each block once for up to four rows. Which wins depends on the rows: on a 2-core
 the packed one was 2-3x faster at 2-4 rows and even at about 16 (``gemv.c``'s ``gemm_*``). So each packed kind
 of matrix is also timed at ``BATCH_ROWS`` rows, in turn, against the batched kernel, until the batched one
 wins; its matrices take the packed kernel up to the last size it won (``time_few_rows``, which the engine
-runs at its first idle moment, not at start).
+runs at its first idle moment after its first work, not at start).
 """
 
 from __future__ import annotations

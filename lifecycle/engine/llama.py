@@ -181,7 +181,7 @@ class LlamaStack:
                 if chosen is not None:
                     return chosen[0](x, chosen[1], bias)
             elif rows <= BATCH_ROWS[-1]:
-                few = self.choice.few_rows.get(id(weight))  # empty until timed (the engine's first idle moment)
+                few = self.choice.few_rows.get(id(weight))  # empty until timed (``few_rows``)
                 if few is not None and rows <= few[2]:
                     return few[0](x, few[1], bias)
         return self._batched(x, weight, bias)
@@ -191,9 +191,10 @@ class LlamaStack:
 
     def few_rows(self) -> dict[int, tuple]:
         """The packed kernel's row limit per matrix, timed the first time it is asked for. The engine asks at
-        its first idle moment, not at start (on one thread of a 2-core AMD machine the timing took ~0.6 s,
-        which would delay every start) nor in a step of a few rows (timed beside a batch's other work, a call
-        took up to 20x its quiet time there); until then steps of a few rows read the fp32 weights."""
+        its first idle moment after its first work, not at start (on one thread of a 2-core AMD machine the
+        timing took 0.4-0.9 s, which would delay every start or first request) nor in a step of a few rows
+        (beside a batch's other work a call took up to 20x its quiet time); until then such steps read the
+        fp32 weights."""
         if self._few_rows_unmeasured is not None:
             with self._measuring:
                 if self._few_rows_unmeasured is not None:

@@ -438,13 +438,12 @@ class Engine:
                 threading.Thread(target=_take_over, args=(self.loaded,), name="engine-takeover", daemon=True).start()
 
     def _loop(self) -> None:
+        worked = False
         while True:
             with self._cond:
                 idle = not (self._jobs or self._waiting or self._running or self._closed)
-            if idle and self.stack.few_rows_untimed():
-                with self.loaded.lock:  # timed with nothing else in the engine: a request arriving waits ~0.5 s once
-                    self.stack.few_rows()
-                self._progress_at = time.monotonic()
+            if idle and worked and self.stack.few_rows_untimed():
+                self._time_few_rows()
             with self._cond:
                 while not (self._jobs or self._waiting or self._running or self._closed):
                     self._cond.wait()
@@ -452,6 +451,7 @@ class Engine:
                 if self._closed:
                     return
                 job = self._jobs[0] if self._jobs else None
+            worked = True
             if job is not None:
                 self._run_slice(job)
                 if job.done.is_set():
@@ -469,6 +469,14 @@ class Engine:
                 for active in list(self._running):
                     active.handle.error = active.handle.error or error
                     self._finish(active)
+
+    def _time_few_rows(self) -> None:
+        """Time the packed products of a few rows (``LlamaStack.few_rows``) with nothing else in the engine: at
+        its first idle moment after its first work, so neither the start nor the first request waits for it
+        (0.4-0.9 s on one thread of a 2-core AMD machine); a request arriving meanwhile waits once."""
+        with self.loaded.lock:
+            self.stack.few_rows()
+        self._progress_at = time.monotonic()
 
     def _run_slice(self, job: _Job) -> None:
         """A plain job whole, or a sliced job up to its next ``yield``; ``job.done`` once it has ended."""
