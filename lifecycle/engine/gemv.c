@@ -134,6 +134,27 @@ void gemv_scaled8(const float *x, const signed char *codes, const float *scale, 
  */
 #define TILE 4
 
+/* One block of 32 rebuilt weights (w0-w3, eight each) times the same 32 columns of ``t`` rows of x, each row
+ * into its own accumulator in ``affine16``'s order: lanes 0-7 take w0 then w2, lanes 8-15 w1 then w3. */
+static inline __attribute__((always_inline)) void block32(pair *acc, __m256 w0, __m256 w1, __m256 w2, __m256 w3,
+                                                          const float *x, long n, const int t) {
+    for (int k = 0; k < t; k++) {
+        const float *xk = x + k * n;
+        acc[k].lo = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xk), acc[k].lo);
+        acc[k].hi = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xk + 8), acc[k].hi);
+        acc[k].lo = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xk + 16), acc[k].lo);
+        acc[k].hi = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xk + 24), acc[k].hi);
+    }
+}
+
+static inline __attribute__((always_inline)) void store_tile(const pair *acc, const float *bias, float *y, long rows,
+                                                             const int t) {
+    for (int k = 0; k < t; k++) {
+        float sum = pair_sum(acc[k]);
+        y[k * rows] = bias ? sum + *bias : sum;
+    }
+}
+
 static inline __attribute__((always_inline)) void affine4_tile(
         const float *x, const unsigned char *row, const float *scale, const float *offset, const float *bias,
         float *y, long rows, long n, const int t) {
@@ -145,20 +166,13 @@ static inline __attribute__((always_inline)) void affine4_tile(
         __m128i packed = _mm_loadu_si128((const __m128i *)(row + 16 * b));
         __m128i first = _mm_and_si128(packed, nibble), second = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
         __m256 s = _mm256_set1_ps(scale[b]), o = _mm256_set1_ps(offset[b]);
-        __m256 w0 = _mm256_fmadd_ps(s, unsigned8(first), o), w1 = _mm256_fmadd_ps(s, unsigned8(_mm_srli_si128(first, 8)), o);
-        __m256 w2 = _mm256_fmadd_ps(s, unsigned8(second), o), w3 = _mm256_fmadd_ps(s, unsigned8(_mm_srli_si128(second, 8)), o);
-        for (int k = 0; k < t; k++) {
-            const float *xk = x + k * n + 32 * b;
-            acc[k].lo = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xk), acc[k].lo);
-            acc[k].hi = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xk + 8), acc[k].hi);
-            acc[k].lo = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xk + 16), acc[k].lo);
-            acc[k].hi = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xk + 24), acc[k].hi);
-        }
+        __m256 w0 = _mm256_fmadd_ps(s, unsigned8(first), o);
+        __m256 w1 = _mm256_fmadd_ps(s, unsigned8(_mm_srli_si128(first, 8)), o);
+        __m256 w2 = _mm256_fmadd_ps(s, unsigned8(second), o);
+        __m256 w3 = _mm256_fmadd_ps(s, unsigned8(_mm_srli_si128(second, 8)), o);
+        block32(acc, w0, w1, w2, w3, x + 32 * b, n, t);
     }
-    for (int k = 0; k < t; k++) {
-        float sum = pair_sum(acc[k]);
-        y[k * rows] = bias ? sum + *bias : sum;
-    }
+    store_tile(acc, bias, y, rows, t);
 }
 
 void gemm_affine4(const float *x, const unsigned char *codes, const float *scale, const float *offset,
@@ -191,18 +205,9 @@ static inline __attribute__((always_inline)) void scaled8_tile(
         __m256 s = _mm256_set1_ps(scale[b]);
         __m256 w0 = _mm256_mul_ps(s, signed8(first)), w1 = _mm256_mul_ps(s, signed8(_mm_srli_si128(first, 8)));
         __m256 w2 = _mm256_mul_ps(s, signed8(second)), w3 = _mm256_mul_ps(s, signed8(_mm_srli_si128(second, 8)));
-        for (int k = 0; k < t; k++) {
-            const float *xk = x + k * n + 32 * b;
-            acc[k].lo = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xk), acc[k].lo);
-            acc[k].hi = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xk + 8), acc[k].hi);
-            acc[k].lo = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xk + 16), acc[k].lo);
-            acc[k].hi = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xk + 24), acc[k].hi);
-        }
+        block32(acc, w0, w1, w2, w3, x + 32 * b, n, t);
     }
-    for (int k = 0; k < t; k++) {
-        float sum = pair_sum(acc[k]);
-        y[k * rows] = bias ? sum + *bias : sum;
-    }
+    store_tile(acc, bias, y, rows, t);
 }
 
 void gemm_scaled8(const float *x, const signed char *codes, const float *scale, const float *bias, float *y,
