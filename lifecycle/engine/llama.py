@@ -146,7 +146,7 @@ class LlamaStack:
         self.batched_name, self._batched = (("oneDNN", onednn) if onednn is not None
                                             else ("PyTorch's F.linear", F.linear))
         self.choice: KernelChoice | None = None
-        self._few_rows_unmeasured: Callable[[KernelChoice], KernelChoice] | None = None
+        self._untimed_few_rows: Callable[[KernelChoice], KernelChoice] | None = None
         self._measuring = threading.Lock()
         if gemv is not None:
             reader = Candidate("gemv.c packed", gemv, packed=True)
@@ -155,7 +155,7 @@ class LlamaStack:
             candidates += [Candidate("gemv.c fp32", gemv, contiguous_only=True), batched]
             self.choice = choose_kernels(self.matrices(), self.packed, candidates)
             if self.packed:
-                self._few_rows_unmeasured = partial(time_few_rows, matrices=self.matrices(), packed=self.packed,
+                self._untimed_few_rows = partial(time_few_rows, matrices=self.matrices(), packed=self.packed,
                                                     reader=reader, batched=batched)
 
     @property
@@ -187,7 +187,7 @@ class LlamaStack:
         return self._batched(x, weight, bias)
 
     def few_rows_untimed(self) -> bool:
-        return self._few_rows_unmeasured is not None
+        return self._untimed_few_rows is not None
 
     def few_rows(self) -> dict[int, tuple]:
         """The packed kernel's row limit per matrix, timed the first time it is asked for. The engine asks at
@@ -195,11 +195,11 @@ class LlamaStack:
         timing took 0.4-0.9 s, which would delay every start or first request) nor in a step of a few rows
         (beside a batch's other work a call took up to 20x its quiet time); until then such steps read the
         fp32 weights."""
-        if self._few_rows_unmeasured is not None:
+        if self._untimed_few_rows is not None:
             with self._measuring:
-                if self._few_rows_unmeasured is not None:
-                    self.choice = self._few_rows_unmeasured(self.choice)
-                    self._few_rows_unmeasured = None
+                if self._untimed_few_rows is not None:
+                    self.choice = self._untimed_few_rows(self.choice)
+                    self._untimed_few_rows = None
         return self.choice.few_rows
 
     def products_of(self, rows: int) -> str:

@@ -440,10 +440,8 @@ class Engine:
     def _loop(self) -> None:
         worked = False
         while True:
-            with self._cond:
-                idle = not (self._jobs or self._waiting or self._running or self._closed)
-            if idle and worked and self.stack.few_rows_untimed():
-                self._time_few_rows()
+            if worked and self.stack.few_rows_untimed():  # once timed, the step loop takes no extra lock here
+                self._time_few_rows_if_idle()
             with self._cond:
                 while not (self._jobs or self._waiting or self._running or self._closed):
                     self._cond.wait()
@@ -470,10 +468,13 @@ class Engine:
                     active.handle.error = active.handle.error or error
                     self._finish(active)
 
-    def _time_few_rows(self) -> None:
+    def _time_few_rows_if_idle(self) -> None:
         """Time the packed products of a few rows (``LlamaStack.few_rows``) with nothing else in the engine: at
         its first idle moment after its first work, so neither the start nor the first request waits for it
         (0.4-0.9 s on one thread of a 2-core AMD machine); a request arriving meanwhile waits once."""
+        with self._cond:
+            if self._jobs or self._waiting or self._running or self._closed:
+                return
         with self.loaded.lock:
             self.stack.few_rows()
         self._progress_at = time.monotonic()
