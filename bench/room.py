@@ -169,7 +169,7 @@ def concurrent(loaded, prompts: list[list[int]]) -> tuple[float, list[Timed], fl
 
 def room_of(loaded) -> None:
     """Rows for 1, 8 and 30 concurrent distinct prompts, after the engine has timed its few-row products (once
-    per engine, at its first idle moment after its first work: a server that has served anyone has done it)."""
+    per engine, one product at a time after its first work: a server that has served anyone has done it)."""
     from lifecycle.engine import shared_engine
 
     stack = shared_engine(loaded).stack

@@ -10,6 +10,7 @@ import torch
 
 from lifecycle.stages.context_window import shared_head
 from lifecycle.engine import EngineFull, EngineRequest, shared_engine
+from lifecycle.engine.scheduler import FEW_ROWS_BUSY_SHARE
 from lifecycle.engine.llama import Segment
 from lifecycle.stages.generation import end_of_sequence_ids, generate, generate_steps
 from lifecycle.stages.sampling import SamplingSettings
@@ -274,6 +275,55 @@ def test_a_full_queue_refuses_at_once_with_a_retry_time(loaded, monkeypatch):
     assert handles[0].done.wait(60) and handles[1].done.wait(60) and page.done.wait(60)
     assert handles[0].error is None and handles[0].generated == 2 and page.error is None
     assert handles[1].cancelled and handles[1].generated == 0
+
+
+def test_a_job_arriving_while_the_few_rows_are_timed_waits_for_one_product_only(loaded, monkeypatch):
+    """The engine times its few-row products one at a time while idle: a job that arrives in the middle runs
+    after the product being timed, and the rest are timed after it, with no new work to wake the engine."""
+    engine = shared_engine(loaded)
+    remaining, log, timing = [5], [], threading.Event()
+
+    def piece():
+        log.append("product")
+        if len(log) == 1:
+            timing.set()
+            deadline = time.monotonic() + 30
+            while not engine._jobs and time.monotonic() < deadline:  # the job below arrives during this product
+                time.sleep(0.01)
+        remaining[0] -= 1
+
+    monkeypatch.setattr(engine.stack, "few_rows_untimed", lambda: remaining[0] > 0)
+    monkeypatch.setattr(engine.stack, "time_few_rows_piece", piece)
+    engine.run(lambda model: None)  # once the engine has worked, it times in its idle moments
+    assert timing.wait(30)
+    engine.run(lambda model: log.append("job"))
+    deadline = time.monotonic() + 30
+    while remaining[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log == ["product", "job", "product", "product", "product", "product"]
+
+
+def test_a_busy_engine_times_its_few_rows_between_steps_within_its_share(loaded, monkeypatch):
+    """A room that keeps the engine busy from the start still gets the few-row products timed: one between two
+    steps, each followed by at least (1 / FEW_ROWS_BUSY_SHARE - 1) times its own length of serving."""
+    engine = shared_engine(loaded)
+    remaining, products = [1000], []
+    ids = chat_ids(loaded, QUESTIONS[1])
+
+    def piece():
+        started, busy = time.monotonic(), bool(engine._running)
+        time.sleep(0.02)
+        if busy:
+            products.append((started, time.monotonic()))
+        remaining[0] -= 1
+
+    monkeypatch.setattr(engine.stack, "few_rows_untimed", lambda: remaining[0] > 0)
+    monkeypatch.setattr(engine.stack, "time_few_rows_piece", piece)
+    steps = list(generate_steps(loaded, ids, GREEDY, 24))
+    remaining[0] = 0
+    assert len(steps) > 1 and products, "no product was timed while the engine was busy"
+    for (began, ended), (following, _) in zip(products, products[1:]):
+        assert following - ended >= (ended - began) * (1 / FEW_ROWS_BUSY_SHARE - 1) * 0.99
 
 
 def test_run_returns_results_and_reraises_errors(loaded):

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from lifecycle.engine import shared_engine
 from lifecycle.engine.kernel_choice import (BATCH_ROWS, CALLS, Candidate, choose_kernels, describe, fastest_calls,
-                                            time_few_rows)
+                                            few_rows_timing, time_few_rows)
 from lifecycle.engine.packing import pack
 
 
@@ -89,8 +89,8 @@ def test_a_few_rows_read_the_packed_codes_up_to_the_last_size_they_were_timed_fa
     assert ("; steps of a few rows: packed codes for 1 of 4 matrices up to 16 rows, 2 up to 8 rows; batched steps "
             "and prefill: blas") in describe(choice, "blas", measured=False)
     sentence = describe(choice, "blas")
-    assert (f"packed codes for 1 of 4 matrices up to 16 rows, 2 up to 8 rows, timed when the engine was first idle "
-            f"({choice.few_rows_seconds * 1000:.0f} ms: ") in sentence
+    assert (f"packed codes for 1 of 4 matrices up to 16 rows, 2 up to 8 rows, timed one product at a "
+            f"time after the engine's first work ({choice.few_rows_seconds * 1000:.0f} ms of timing: ") in sentence
     assert "960×576 at 2/4/8/16 rows: packed 20/40/80/160 µs, blas 40/80/160/80 µs" in sentence  # blas won at 16
     assert "576×576 at 2 rows: packed 20 µs, blas 10 µs" in sentence
 
@@ -109,6 +109,35 @@ def test_matrices_read_as_fp32_only_are_not_timed_at_a_few_rows(matrices):
     choice = time_few_rows(choice, matrices, packed, CANDIDATES[0], CANDIDATES[-1], timer=timer)
     assert timed == [(tuple(matrices[0].shape), rows) for rows in BATCH_ROWS]  # packed won at every size
     assert set(choice.few_rows) == {id(matrices[0])}  # matrices[1], the same shape, is not packed here
+
+
+def test_the_few_row_timing_times_one_product_per_step_and_changes_nothing_until_done(matrices):
+    """The engine times a few rows one product per ``next``: a request arriving meanwhile waits for one
+    product, not the whole timing; steps keep the one-row choice until the last is timed."""
+    packed = {id(m): pack(m) for m in matrices}
+    timed = []
+
+    def timer(calls):
+        args = next(iter(calls.values())).args  # partial(_call, candidate, group, packed, x, ...)
+        timed.append((tuple(args[1][0].shape), args[3].shape[0]))
+        return {name: 1.0 if name == "blas" else 0.5 for name in calls}
+
+    one_row_only = choose_kernels(matrices, packed, CANDIDATES, timer=timer)
+    timed.clear()
+    timing = few_rows_timing(one_row_only, matrices, packed, CANDIDATES[0], CANDIDATES[-1], timer=timer)
+    steps = 0
+    while True:
+        try:
+            next(timing)
+        except StopIteration as done:
+            choice = done.value
+            break
+        steps += 1
+        assert len(timed) == steps  # exactly one product timed per step
+        assert not one_row_only.few_rows
+    kinds = len({(tuple(m.shape)) for m in matrices})
+    assert steps == kinds * len(BATCH_ROWS)  # packed won at every size: every size of every kind timed
+    assert set(choice.few_rows) == {id(m) for m in matrices}
 
 
 def test_a_slower_kernel_is_never_chosen(matrices):

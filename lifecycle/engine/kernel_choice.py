@@ -15,15 +15,16 @@ fp32 weights once for all of them, while the packed kernel reads a fifth of the 
 each block once for up to four rows. Which wins depends on the rows: on a 2-core AVX2 AMD machine
 the packed one was 2-3x faster at 2-4 rows and even at about 16 (``gemv.c``'s ``gemm_*``). So each packed kind
 of matrix is also timed at ``BATCH_ROWS`` rows, in turn, against the batched kernel, until the batched one
-wins; its matrices take the packed kernel up to the last size it won (``time_few_rows``, which the engine
-runs at its first idle moment after its first work, not at start).
+wins; its matrices take the packed kernel up to the last size it won (``few_rows_timing``, which the engine
+runs one product at a time after its first work, not at start: while idle, or between two steps within
+a fifth of its time).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -72,7 +73,7 @@ class KernelChoice:
     shapes: list[ShapeChoice]
     measuring_seconds: float
     few_rows: dict[int, tuple[Kernel, Packed, int]] = field(default_factory=dict)  # id -> packed kernel, codes, rows
-    few_rows_seconds: float = 0.0  # the timing at a few rows (``time_few_rows``), after start
+    few_rows_seconds: float = 0.0  # the timing at a few rows (``few_rows_timing``), after start
 
     def packed_matrices(self, rows: int) -> int:
         """How many matrices a step of ``rows`` rows reads with the packed kernel (rows > 1)."""
@@ -137,31 +138,48 @@ def choose_kernels(matrices: list[torch.Tensor], packed: dict[int, Packed], cand
     return KernelChoice(by_matrix, shapes, time.perf_counter() - started)
 
 
-def time_few_rows(choice: KernelChoice, matrices: list[torch.Tensor], packed: dict[int, Packed], reader: Candidate,
-                  batched: Candidate, timer: Timer = fastest_calls) -> KernelChoice:
+def few_rows_timing(choice: KernelChoice, matrices: list[torch.Tensor], packed: dict[int, Packed],
+                    reader: Candidate, batched: Candidate,
+                    timer: Timer = fastest_calls) -> Generator[None, None, KernelChoice]:
     """``choice`` with each packed kind of matrix also timed at ``BATCH_ROWS`` rows, ``reader`` (a packed
     candidate) against ``batched``, in turn until ``batched`` wins; its matrices take ``reader`` up to the
-    last size it won."""
-    started = time.perf_counter()
+    last size it won. One kind at one number of rows per ``next`` (at most 0.2 s on a 2-core AMD machine), so
+    the engine times them while idle or between two steps and a request arriving meanwhile waits for one such
+    product only; the generator returns the choice, with ``few_rows_seconds`` the time spent timing."""
+    spent = 0.0
     few_rows: dict[int, tuple[Kernel, Packed, int]] = {}
     measured = {}
-    with torch.inference_mode():
-        for (shape, packing, contiguous), group in _kinds(matrices, packed).items():
-            if packing == "fp32" or not contiguous:
-                continue
-            batch_seconds, up_to = {}, 1
-            for rows in BATCH_ROWS:
+    for (shape, packing, contiguous), group in _kinds(matrices, packed).items():
+        if packing == "fp32" or not contiguous:
+            continue
+        batch_seconds, up_to = {}, 1
+        for rows in BATCH_ROWS:
+            started = time.perf_counter()
+            with torch.inference_mode():
                 seconds = timer(_calls([reader, batched], group, packed, _rows(rows, shape[1])))
-                batch_seconds[rows] = seconds
-                if seconds[reader.name] >= seconds[batched.name]:
-                    break
-                up_to = rows
-            measured[(shape, packing)] = (batch_seconds, up_to)
-            for matrix in group if up_to > 1 else ():
-                few_rows[id(matrix)] = (reader.kernel, packed[id(matrix)], up_to)
+            spent += time.perf_counter() - started
+            yield
+            batch_seconds[rows] = seconds
+            if seconds[reader.name] >= seconds[batched.name]:
+                break
+            up_to = rows
+        measured[(shape, packing)] = (batch_seconds, up_to)
+        for matrix in group if up_to > 1 else ():
+            few_rows[id(matrix)] = (reader.kernel, packed[id(matrix)], up_to)
     shapes = [replace(s, batch_seconds=measured[s.shape, s.packing][0], packed_up_to=measured[s.shape, s.packing][1])
               if (s.shape, s.packing) in measured else s for s in choice.shapes]
-    return replace(choice, shapes=shapes, few_rows=few_rows, few_rows_seconds=time.perf_counter() - started)
+    return replace(choice, shapes=shapes, few_rows=few_rows, few_rows_seconds=spent)
+
+
+def time_few_rows(choice: KernelChoice, matrices: list[torch.Tensor], packed: dict[int, Packed], reader: Candidate,
+                  batched: Candidate, timer: Timer = fastest_calls) -> KernelChoice:
+    """``few_rows_timing`` run to its end at once."""
+    timing = few_rows_timing(choice, matrices, packed, reader, batched, timer)
+    while True:
+        try:
+            next(timing)
+        except StopIteration as done:
+            return done.value
 
 
 def _kinds(matrices: list[torch.Tensor], packed: dict[int, Packed]) -> dict[tuple, list[torch.Tensor]]:
@@ -231,5 +249,5 @@ def _few_rows_sentence(choice: KernelChoice, total: int, measured: bool) -> str:
         + ", ".join(f"{name} {'/'.join(f'{t[name] * 1e6:,.0f}' for t in s.batch_seconds.values())} µs"
                     for name in next(iter(s.batch_seconds.values())))
         for s in choice.shapes if s.batch_seconds)
-    return (f"steps of a few rows: packed codes for {', '.join(parts)}, timed when the engine was first idle "
-            f"({choice.few_rows_seconds * 1000:.0f} ms: {timings}); ")
+    return (f"steps of a few rows: packed codes for {', '.join(parts)}, timed one product at a time after the "
+            f"engine's first work ({choice.few_rows_seconds * 1000:.0f} ms of timing: {timings}); ")

@@ -16,8 +16,9 @@ the stack is built (``kernel_choice.py``): the compiled ``gemv.c`` over the 4-bi
 the matrix was shipped as (``packing.py``, about a fifth of the fp32 bytes, results equal to its
 fp32 product bit for bit), ``gemv.c`` over fp32, or oneDNN. For a few rows a step (two to about
 sixteen requests decoding together), a packed matrix runs ``gemv.c``'s few-row product over its codes up
-to the most rows at which it was timed faster than oneDNN (at the engine's first idle moment); longer steps
-(prefill chunks, many requests) read the fp32 weights, where oneDNN's matrix products are the faster road.
+to the most rows at which it was timed faster than oneDNN (one product at a time after the engine's first
+work); longer steps (prefill chunks, many requests) read the fp32 weights, where oneDNN's matrix products
+are the faster road.
 
 The query/key/value and gate/up projections are fused into one matrix each, and the modules'
 parameters are re-pointed to views of those fused matrices, so the weights exist once in memory
@@ -29,15 +30,15 @@ fact (sizes, heads, RoPE, norm epsilon, tied head) comes from the loaded model a
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from lifecycle.engine.kernel_choice import BATCH_ROWS, Candidate, KernelChoice, choose_kernels, describe, time_few_rows
+from lifecycle.engine.kernel_choice import (BATCH_ROWS, Candidate, KernelChoice, choose_kernels, describe,
+                                            few_rows_timing)
 from lifecycle.engine.native import compiled_gemv
 from lifecycle.engine.packed_store import packed_matrices
 from lifecycle.engine.packing import Packed
@@ -146,7 +147,7 @@ class LlamaStack:
         self.batched_name, self._batched = (("oneDNN", onednn) if onednn is not None
                                             else ("PyTorch's F.linear", F.linear))
         self.choice: KernelChoice | None = None
-        self._untimed_few_rows: Callable[[KernelChoice], KernelChoice] | None = None
+        self._few_rows_timing: Generator[None, None, KernelChoice] | None = None  # until every product is timed
         self._measuring = threading.Lock()
         if gemv is not None:
             reader = Candidate("gemv.c packed", gemv, packed=True)
@@ -155,8 +156,7 @@ class LlamaStack:
             candidates += [Candidate("gemv.c fp32", gemv, contiguous_only=True), batched]
             self.choice = choose_kernels(self.matrices(), self.packed, candidates)
             if self.packed:
-                self._untimed_few_rows = partial(time_few_rows, matrices=self.matrices(), packed=self.packed,
-                                                    reader=reader, batched=batched)
+                self._few_rows_timing = few_rows_timing(self.choice, self.matrices(), self.packed, reader, batched)
 
     @property
     def kernels(self) -> str:
@@ -187,19 +187,27 @@ class LlamaStack:
         return self._batched(x, weight, bias)
 
     def few_rows_untimed(self) -> bool:
-        return self._untimed_few_rows is not None
+        return self._few_rows_timing is not None
+
+    def time_few_rows_piece(self) -> None:
+        """Time the next product of ``few_rows_timing`` (one kind of matrix at one number of rows: 0.1-184 ms
+        on a 2-core AMD machine, the output head at 16 rows the longest). The engine calls it after its first
+        work, while idle or between two steps: not at start (there the whole timing took 0.4-0.9 s on one thread, which
+        would delay every start or first request), nor in a step of a few rows (beside a batch's other work a
+        call took up to 20x its quiet time), nor all at once (a request arriving meanwhile would wait for all of
+        it). Until the last product is timed, steps of a few rows read the fp32 weights."""
+        with self._measuring:
+            if self._few_rows_timing is None:
+                return
+            try:
+                next(self._few_rows_timing)
+            except StopIteration as done:
+                self.choice, self._few_rows_timing = done.value, None
 
     def few_rows(self) -> dict[int, tuple]:
-        """The packed kernel's row limit per matrix, timed the first time it is asked for. The engine asks at
-        its first idle moment after its first work, not at start (on one thread of a 2-core AMD machine the
-        timing took 0.4-0.9 s, which would delay every start or first request) nor in a step of a few rows
-        (beside a batch's other work a call took up to 20x its quiet time); until then such steps read the
-        fp32 weights."""
-        if self._untimed_few_rows is not None:
-            with self._measuring:
-                if self._untimed_few_rows is not None:
-                    self.choice = self._untimed_few_rows(self.choice)
-                    self._untimed_few_rows = None
+        """The packed kernel's row limit per matrix, every remaining product timed now if need be."""
+        while self.few_rows_untimed():
+            self.time_few_rows_piece()
         return self.choice.few_rows
 
     def products_of(self, rows: int) -> str:

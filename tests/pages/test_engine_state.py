@@ -37,7 +37,7 @@ def test_live_calls_says_which_kernels_this_machine_runs(run_page, loaded):
     from lifecycle.engine import shared_engine
 
     stack = shared_engine(loaded).stack
-    stack.few_rows()  # timed at the engine's first idle moment, or when asked, as here
+    stack.few_rows()  # timed by the engine after its first work, or when asked, as here
     app = run_page("live-calls", prompt=PROMPT)
     assert not app.exception
     caption = next(c.value for c in app.caption if c.value.startswith("Kernels on this machine"))
