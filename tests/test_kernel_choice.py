@@ -90,7 +90,7 @@ def test_a_few_rows_read_the_packed_codes_up_to_the_last_size_they_were_timed_fa
             "and prefill: blas") in describe(choice, "blas", measured=False)
     sentence = describe(choice, "blas")
     assert (f"packed codes for 1 of 4 matrices up to 16 rows, 2 up to 8 rows, timed one product at a "
-            f"time after the engine's first work ({choice.few_rows_seconds * 1000:.0f} ms of timing: ") in sentence
+            f"time after the engine's first work ({choice.few_rows_seconds * 1000:,.0f} ms of timing: ") in sentence
     assert "960×576 at 2/4/8/16 rows: packed 20/40/80/160 µs, blas 40/80/160/80 µs" in sentence  # blas won at 16
     assert "576×576 at 2 rows: packed 20 µs, blas 10 µs" in sentence
 
@@ -209,4 +209,4 @@ def test_every_candidate_computes_the_product_and_the_engine_runs_the_chosen_one
                     assert torch.allclose(gemv(x, operand, None), expected, rtol=1e-4, atol=tolerance)
             kernel, operand, _ = stack.choice.by_matrix[id(weight)]
             assert torch.equal(stack.linear(x, weight, None), kernel(x, operand, None))
-    assert f"{stack.choice.measuring_seconds * 1000:.0f} ms of measuring" in stack.kernels
+    assert f"{stack.choice.measuring_seconds * 1000:,.0f} ms of measuring" in stack.kernels

@@ -230,7 +230,7 @@ def describe(choice: KernelChoice, batched: str, measured: bool = True) -> str:
         + ", ".join(f"{name} {seconds * 1e6:,.0f} µs" for name, seconds in s.seconds.items())
         for s in choice.shapes)
     return (f"one-token steps: {runs}, the fastest measured at start per kind of matrix "
-            f"({choice.measuring_seconds * 1000:.0f} ms of measuring: {timings}); "
+            f"({choice.measuring_seconds * 1000:,.0f} ms of measuring: {timings}); "
             f"{few}batched steps and prefill: {batched}")
 
 
@@ -250,4 +250,4 @@ def _few_rows_sentence(choice: KernelChoice, total: int, measured: bool) -> str:
                     for name in next(iter(s.batch_seconds.values())))
         for s in choice.shapes if s.batch_seconds)
     return (f"steps of a few rows: packed codes for {', '.join(parts)}, timed one product at a time after the "
-            f"engine's first work ({choice.few_rows_seconds * 1000:.0f} ms of timing: {timings}); ")
+            f"engine's first work ({choice.few_rows_seconds * 1000:,.0f} ms of timing: {timings}); ")
