@@ -293,7 +293,7 @@ def test_a_job_arriving_while_the_few_rows_are_timed_waits_for_one_product_only(
         remaining[0] -= 1
 
     monkeypatch.setattr(engine.stack, "few_rows_untimed", lambda: remaining[0] > 0)
-    monkeypatch.setattr(engine.stack, "time_few_rows_piece", piece)
+    monkeypatch.setattr(engine.stack, "time_few_rows_product", piece)
     engine.run(lambda model: None)  # once the engine has worked, it times in its idle moments
     assert timing.wait(30)
     engine.run(lambda model: log.append("job"))
@@ -318,7 +318,7 @@ def test_a_busy_engine_times_its_few_rows_between_steps_within_its_share(loaded,
         remaining[0] -= 1
 
     monkeypatch.setattr(engine.stack, "few_rows_untimed", lambda: remaining[0] > 0)
-    monkeypatch.setattr(engine.stack, "time_few_rows_piece", piece)
+    monkeypatch.setattr(engine.stack, "time_few_rows_product", piece)
     steps = list(generate_steps(loaded, ids, GREEDY, 24))
     remaining[0] = 0
     assert len(steps) > 1 and products, "no product was timed while the engine was busy"

@@ -171,17 +171,6 @@ def few_rows_timing(choice: KernelChoice, matrices: list[torch.Tensor], packed: 
     return replace(choice, shapes=shapes, few_rows=few_rows, few_rows_seconds=spent)
 
 
-def time_few_rows(choice: KernelChoice, matrices: list[torch.Tensor], packed: dict[int, Packed], reader: Candidate,
-                  batched: Candidate, timer: Timer = fastest_calls) -> KernelChoice:
-    """``few_rows_timing`` run to its end at once."""
-    timing = few_rows_timing(choice, matrices, packed, reader, batched, timer)
-    while True:
-        try:
-            next(timing)
-        except StopIteration as done:
-            return done.value
-
-
 def _kinds(matrices: list[torch.Tensor], packed: dict[int, Packed]) -> dict[tuple, list[torch.Tensor]]:
     """The matrices grouped by shape, packing and whether they are contiguous, in order of first appearance."""
     kinds: dict[tuple, list[torch.Tensor]] = {}

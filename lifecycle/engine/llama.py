@@ -189,7 +189,7 @@ class LlamaStack:
     def few_rows_untimed(self) -> bool:
         return self._few_rows_timing is not None
 
-    def time_few_rows_piece(self) -> None:
+    def time_few_rows_product(self) -> None:
         """Time the next product of ``few_rows_timing`` (one kind of matrix at one number of rows: 0.1-184 ms
         on a 2-core AMD machine, the output head at 16 rows the longest). The engine calls it after its first
         work, while idle or between two steps: not at start (there the whole timing took 0.4-0.9 s on one thread, which
@@ -207,7 +207,7 @@ class LlamaStack:
     def few_rows(self) -> dict[int, tuple]:
         """The packed kernel's row limit per matrix, every remaining product timed now if need be."""
         while self.few_rows_untimed():
-            self.time_few_rows_piece()
+            self.time_few_rows_product()
         return self.choice.few_rows
 
     def products_of(self, rows: int) -> str:

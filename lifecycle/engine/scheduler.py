@@ -473,7 +473,7 @@ class Engine:
                     self._finish(active)
 
     def _time_few_rows_product(self) -> bool:
-        """Time the next packed product of a few rows (``LlamaStack.time_few_rows_piece``), after the engine's
+        """Time the next packed product of a few rows (``LlamaStack.time_few_rows_product``), after the engine's
         first work, so neither the start nor the first request waits for it. One product at a time, so a
         request arriving meanwhile waits for one product (at most 0.2 s), not for the whole timing (0.4-0.9 s on
         one thread of a 2-core AMD machine). An idle engine times one whenever it looks; a busy one only between
@@ -487,7 +487,7 @@ class Engine:
             return False
         started = time.monotonic()
         with self.loaded.lock:
-            self.stack.time_few_rows_piece()
+            self.stack.time_few_rows_product()
         self._progress_at = time.monotonic()
         self._next_busy_product = self._progress_at + (self._progress_at - started) * (1 / FEW_ROWS_BUSY_SHARE - 1)
         return idle
