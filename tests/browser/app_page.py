@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+import json
+import os
+import urllib.request
+from urllib.parse import urlencode, urlsplit
 
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 from tests.details import details_keys
@@ -26,6 +30,21 @@ CHARTS_DRAWN = (
 DETAILS_KEYS = [*details_keys(), forward_pass.FILL_KEY]
 DETAILS_WAITING = """(keys) => keys.some(key => [...document.querySelectorAll(`.st-key-${key}`)]
     .some(element => !element.querySelector('.when-idle[data-settled]')))"""
+# What the page holds when its details are late: each waiting component's state (asked, told at which browser time,
+# settled), the script's state, charts not drawn and skeletons (the component tells only once every chart is drawn).
+DETAILS_STATE = """(keys) => ({
+    now: Math.round(performance.now()),
+    script: document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state'),
+    components: keys.flatMap(key => [...document.querySelectorAll(`.st-key-${key}`)].map(element => {
+        const idle = element.querySelector('.when-idle');
+        return {key, mounted: Boolean(idle), ...(idle ? {...idle.dataset} : {})};
+    })),
+    skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length,
+    charts: document.querySelectorAll('[data-testid="stPlotlyChart"]').length,
+    undrawn: [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].filter(c => !c.querySelector('.main-svg'))
+        .length,
+    exceptions: document.querySelectorAll('[data-testid="stException"]').length,
+})"""
 SETTLE_MS = 300  # the layout counts as settled once nothing in it moved for this long
 # A widget bound to the URL may start one more run right after the first (seen after a sidebar click): the
 # page counts as idle once its script state has stayed "notRunning" this long, a follow-up run included
@@ -86,9 +105,30 @@ def wait_idle(page: Page) -> None:
     page.evaluate(IDLE_FOR, [IDLE_FOR_MS, IDLE_AT_MOST_MS])
     page.wait_for_selector(IDLE_APP, timeout=RUN_TIMEOUT_MS)
     if page.evaluate(DETAILS_WAITING, DETAILS_KEYS):
-        page.wait_for_function(f"keys => !({DETAILS_WAITING})(keys)", arg=DETAILS_KEYS)
+        wait_for_details(page)
         page.evaluate(IDLE_FOR, [IDLE_FOR_MS, IDLE_AT_MOST_MS])
         page.wait_for_selector(IDLE_APP, timeout=RUN_TIMEOUT_MS)
+
+
+def wait_for_details(page: Page) -> None:
+    """Until every details component on the page has told and been drawn again. Its run is a page run like any
+    other (RUN_TIMEOUT_MS); past that, the failure says where it stopped: in the browser (not told) or the server
+    (told, its run not ended), and what the server's engine was doing."""
+    try:
+        page.wait_for_function(f"keys => !({DETAILS_WAITING})(keys)", arg=DETAILS_KEYS, timeout=RUN_TIMEOUT_MS)
+    except PlaywrightTimeout as late:
+        state = page.evaluate(DETAILS_STATE, DETAILS_KEYS)
+        raise AssertionError(f"details not drawn in {RUN_TIMEOUT_MS / 1000:.0f} s: page {json.dumps(state)}, "
+                             f"server {_health(page.url)}, load average {os.getloadavg()}") from late
+
+
+def _health(url: str) -> str:
+    parts = urlsplit(url)
+    try:
+        with urllib.request.urlopen(f"{parts.scheme}://{parts.netloc}/health", timeout=10) as answer:
+            return answer.read().decode()
+    except OSError as error:
+        return f"/health did not answer: {error}"
 
 
 def wait_still(page: Page) -> None:
