@@ -31,6 +31,7 @@ from lifecycle.api.endpoints import ApiServer
 from lifecycle.api.routes import api_routes
 from lifecycle.stages.context_window import render_messages
 from lifecycle.api.serving import ModelStatus, live_calls, model_queue
+from lifecycle.engine import shared_engine
 from lifecycle.stages.streaming import parse_sse, stream_problems
 
 KEY = "sk-test-" + "a1b2c3d4e5f6" * 2
@@ -136,6 +137,34 @@ def test_health_is_200_with_the_model_ready(http, loaded):
     assert response.json()["status"] == "ready" and response.json()["model"] == loaded.name
     assert response.json()["pages"] == "ready"
     assert response.headers["x-request-id"]
+
+
+def test_health_counts_the_engines_work_in_hand(http, loaded):
+    """A page job holding the engine and one waiting behind it are both in /health's engine field, and gone once
+    they have run."""
+    engine = shared_engine(loaded)
+    started, release = threading.Event(), threading.Event()
+
+    def hold(model):
+        started.set()
+        release.wait(30)
+
+    holder = threading.Thread(target=engine.run, args=(hold,))
+    holder.start()
+    try:
+        assert started.wait(30)
+        behind = threading.Thread(target=engine.run, args=(lambda model: None,))
+        behind.start()
+        deadline = time.monotonic() + 30
+        while engine.load()["jobs"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        shown = http.get("/health").json()["engine"]
+        assert set(shown) == {"running", "waiting", "jobs"} and shown["jobs"] == 2
+    finally:
+        release.set()
+        holder.join(30)
+    behind.join(30)
+    assert http.get("/health").json()["engine"]["jobs"] == 0
 
 
 def test_health_and_completions_are_503_while_the_model_loads(http, monkeypatch, loaded):

@@ -33,7 +33,7 @@ from lifecycle.api.responses_request import ResponsesRequest, validate_responses
 from lifecycle.api.responses_worker import ResponsesJob
 from lifecycle.api.worker import CancellingStream, GenerationJob
 from lifecycle.api.tracing import TRACEPARENT, accepted_traceparent
-from lifecycle.api.serving import (LiveCall, QueueFull, model_queue, model_status, pages_state,
+from lifecycle.api.serving import (LiveCall, QueueFull, engine_load, model_queue, model_status, pages_state,
                                    start_model_loading)
 
 _SAFE_HEADERS = ("content-type", "content-length", "user-agent", "accept", "x-stainless-lang",
@@ -93,7 +93,8 @@ class ApiServer:
     async def health(self, request: Request, exchange: Exchange) -> Response:
         _only(request, "GET")
         status = model_status()  # a load error's text stays in the server's own log, never here
-        body = {"status": status.state, "model": status.name, "pages": pages_state(), "queue": _queue_summary()}
+        body = {"status": status.state, "model": status.name, "pages": pages_state(), "queue": _queue_summary(),
+                "engine": engine_load()}
         code = 200 if status.state == "ready" else 503
         headers = {} if code == 200 else {"retry-after": "2"}
         return self._finish(exchange, JSONResponse(body, code, headers=headers))

@@ -156,6 +156,12 @@ def pages_state() -> str:
     return "ready" if is_loaded() and shared_model().hf_model is not None else "loading"
 
 
+def engine_load() -> dict[str, int] | None:
+    """The engine's work in hand (``Engine.load``: its batch, its waiting requests, page jobs), or None while the
+    model loads: what `/health` shows a teacher, and a late browser test, of how busy the server is."""
+    return shared_engine(shared_model()).load() if is_loaded() else None
+
+
 def start_model_loading() -> None:
     """Load the shared model in a background thread (once per process) so no request pays for it."""
     global _status

@@ -362,6 +362,12 @@ class Engine:
         with self._cond:
             return len(self._waiting)
 
+    def load(self) -> dict[str, int]:
+        """How much work the engine holds: requests in its batch, requests waiting for a place, and page jobs
+        (inspection passes, run one at a time between steps, first come first served)."""
+        with self._cond:
+            return {"running": len(self._running), "waiting": len(self._waiting), "jobs": len(self._jobs)}
+
     def retry_after(self, waiting: int) -> int:
         """Seconds until a place is likely free: the waiting requests, a batch at a time."""
         batches = (waiting + 1) / self.max_batch
