@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.app_page import EXCEPTION, full_screenshot, key_shown, main_text, open_page, present_key
-from tests.browser.conftest import API_KEY_NAME
+from tests.browser.conftest import API_KEY_NAME, PAGE_TIMEOUT_MS
 
 pytestmark = pytest.mark.browser
 
@@ -73,8 +73,8 @@ def test_sdk_call_to_the_app_appears_in_live_calls_with_its_journey(app_url, api
     logged = int(re.search(r"shows (\d+) of your key", main_text(page)).group(1))
     client.chat.completions.create(model=health["model"], messages=[{"role": "user", "content": "Hi"}], max_tokens=1)
     # The page's next look (every 2 s alone) reruns it: 1.4 s here alone; at the end of a make test whose workers
-    # fill both cores it once took over 30 s, so the wait is the browser tests' default page timeout.
-    expect(main).to_contain_text(f"shows {logged + 1} of your key")
+    # fill both cores it once took over 30 s (expect()'s timeout, conftest), so it waits a page's timeout.
+    expect(main).to_contain_text(f"shows {logged + 1} of your key", timeout=PAGE_TIMEOUT_MS)
 
     main.get_by_test_id("stExpander").filter(has_text="How to call it").locator("summary").click()
     curl = main.get_by_test_id("stCode").filter(has_text="curl -N").inner_text()
