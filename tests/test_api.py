@@ -160,6 +160,7 @@ def test_health_counts_the_engines_work_in_hand(http, loaded):
             time.sleep(0.02)
         shown = http.get("/health").json()["engine"]
         assert set(shown) == {"running", "waiting", "jobs"} and shown["jobs"] == 2
+        assert engine.state().jobs == 2  # what the engine panel's sentence counts
     finally:
         release.set()
         holder.join(30)

@@ -63,7 +63,7 @@ def _panel(mine: str | None, interval: float) -> None:
                       f"model step of the last {RATE_WINDOW_SECONDS:.0f} s began.")
     columns[3].metric("Mean batch size", f"{mean_batch:.1f}", help=f"Over the {len(recent)} steps of the last "
                       f"{RATE_WINDOW_SECONDS:.0f} s.")
-    st.markdown(engine_lesson(RATE_WINDOW_SECONDS, len(recent), mean_batch, generated, span, rate))
+    st.markdown(engine_lesson(RATE_WINDOW_SECONDS, len(recent), mean_batch, generated, span, rate, state.jobs))
     st.plotly_chart(batch_timeline(state.steps, now), key="engine_timeline", theme=None)
     st.caption("One bar per model step: orange steps also read new prompts (prefill), blue ones only decode. "
                "Hover a bar for its tokens and time.")

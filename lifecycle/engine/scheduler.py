@@ -195,6 +195,7 @@ class EngineState:
     max_batch: int
     prefill_chunk: int
     kernels: str = ""  # which matrix product each kind of step runs (LlamaStack.kernels)
+    jobs: int = 0  # page jobs in hand (inspection passes, timings), the one running included: one at a time
 
 
 @dataclass
@@ -383,8 +384,9 @@ class Engine:
             ]
             waiting = [WaitingRequest(h.id, h.request.label, h.request.tag, i + 1) for i, h in enumerate(self._waiting)]
             steps = list(self._steps)
+            jobs = len(self._jobs)
         return EngineState(running, waiting, steps, _rate(steps), self.prefix_cache.stats(),
-                           self.queue_capacity, self.max_batch, self.prefill_chunk, self.stack.kernels)
+                           self.queue_capacity, self.max_batch, self.prefill_chunk, self.stack.kernels, jobs)
 
     # --- the scheduler thread ------------------------------------------------------------------
 

@@ -28,17 +28,27 @@ def refresh_note(interval: float, watchers: int, fastest: float) -> str:
             "second and leave the cores to the model.")
 
 
-def engine_lesson(window: float, steps: int, mean_batch: float, generated: int, span: float, rate: float) -> str:
+def engine_lesson(window: float, steps: int, mean_batch: float, generated: int, span: float, rate: float,
+                  jobs: int = 0) -> str:
     """The engine panel's sentence: ``steps`` model steps in the last ``window`` seconds, ``mean_batch`` requests
     each on average, ``generated`` tokens over the ``span`` seconds since the first of them began (``rate`` a
-    second)."""
-    if not steps:
+    second); ``jobs`` page jobs in hand, which wait for one another, not for the batch."""
+    if not steps and not jobs:
         return (f"The engine is idle: no model step in the last {window:.0f} s. Open a page with a new prompt, or "
                 "call the API, and watch the batch.")
-    return (
+    if not steps:
+        return f"No generation step in the last {window:.0f} s. {_jobs_sentence(jobs)}"
+    sentence = (
         f"In the last {window:.0f} s the engine ran **{steps} steps** carrying **{mean_batch:.1f} requests** on "
         f"average and generated **{generated} tokens** in the {span:.2f} s since the first of those steps began: "
         f"**{rate:,.1f} per second** for the whole server. Each step reads the model's weights once for every "
         "request in the batch, so many people are served for little more than the price of one; requests join and "
         "leave between steps."
     )
+    return f"{sentence} {_jobs_sentence(jobs)}" if jobs else sentence
+
+
+def _jobs_sentence(jobs: int) -> str:
+    return (f"**{jobs} page {'job' if jobs == 1 else 'jobs'}** in hand: the inspection passes and timings pages ask "
+            "for (attention maps, the logit lens, the KV cache's growth) run one at a time, first come first served, "
+            "each between two steps: a page waits for the jobs ahead of it, not for the batch's answers.")

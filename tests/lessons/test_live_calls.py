@@ -35,6 +35,17 @@ def test_the_engine_rate_is_over_the_time_since_the_first_recent_step_began():
     assert "idle" in engine_lesson(10.0, 0, 0.0, 0, 0.0, 0.0)
 
 
+def test_the_engine_lesson_counts_the_page_jobs_in_hand():
+    from lifecycle.lessons.live_calls import engine_lesson
+
+    busy = engine_lesson(10.0, 3, 2.0, 6, 0.5, 12.0, jobs=2)
+    assert "ran **3 steps**" in busy and "**2 page jobs** in hand" in busy
+    assert "**1 page job** in hand" in engine_lesson(10.0, 3, 2.0, 6, 0.5, 12.0, jobs=1)
+    assert "page job" not in engine_lesson(10.0, 3, 2.0, 6, 0.5, 12.0)
+    only_jobs = engine_lesson(10.0, 0, 0.0, 0, 0.0, 0.0, jobs=1)
+    assert "idle" not in only_jobs and only_jobs.startswith("No generation step in the last 10 s.")
+
+
 def test_a_panel_watched_by_few_says_how_often_it_refreshes():
     assert refresh_note(1.0, 3, fastest=1.0) == "This panel refreshes every 1 s."
 
