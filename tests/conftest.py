@@ -52,46 +52,20 @@ def pytest_unconfigure(config) -> None:
         shutil.rmtree(_shared_dir_made_here, ignore_errors=True)
 
 
-def scope_of(nodeid: str) -> str:
-    """The unit of work a worker gets: a whole module (its module-scoped fixtures, e.g. a page run many tests read,
-    are computed once; MODULES_KEPT_TOGETHER go as one), except browser tests, which share only session fixtures
-    (the run's app server, the worker's chromium) and go one by one, so the long browser modules spread over the
-    workers."""
-    module = nodeid.split("::", 1)[0]
-    if module.startswith("tests/browser/") and module not in BROWSER_MODULES_KEPT_TOGETHER:
-        return nodeid
-    return MODULES_KEPT_TOGETHER.get(module, module)
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    """The order the workers get the scopes in (pytest_xdist_make_scheduler keeps it): the largest scopes first, so
-    no long module is left for the end, with the browser tests spread evenly among them. xdist's own order
-    (largest first) put every one-test browser scope last: all of the shared app server's work came in the run's
-    last ~45%, three workers' pages at once, which is where every late wait of a browser test failed."""
-    scopes: dict[str, list] = {}
-    for item in items:
-        scopes.setdefault(scope_of(item.nodeid), []).append(item)
-    browser = [scope for scope in scopes if scope.startswith("tests/browser/")]
-    others = sorted((scope for scope in scopes if scope not in browser), key=lambda scope: -len(scopes[scope]))
-    order: list[str] = []
-    for index, scope in enumerate(others):
-        order.append(scope)
-        order += browser[len(browser) * index // len(others):len(browser) * (index + 1) // len(others)]
-    if not others:
-        order = browser
-    items[:] = [item for scope in order for item in scopes[scope]]
-
-
 @pytest.hookimpl(optionalhook=True)  # without xdist (-p no:xdist) pytest would refuse an unknown hook
 def pytest_xdist_make_scheduler(config, log):
-    """Scopes as ``scope_of`` says, in the order pytest_collection_modifyitems put them."""
+    """Whole modules go to one worker (their module-scoped fixtures, e.g. a page run many tests read, are
+    computed once; MODULES_KEPT_TOGETHER go as one), except browser tests, which share only session fixtures (the
+    run's app server, the worker's chromium) and go one by one, so the long browser modules spread over the workers."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModulesAndBrowserTests(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return scope_of(nodeid)
+            module = nodeid.split("::", 1)[0]
+            if module.startswith("tests/browser/") and module not in BROWSER_MODULES_KEPT_TOGETHER:
+                return nodeid
+            return MODULES_KEPT_TOGETHER.get(module, module)
 
-    config.option.loadscopereorder = False
     return ModulesAndBrowserTests(config, log)
 
 
