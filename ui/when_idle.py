@@ -11,6 +11,11 @@ The component (JavaScript below, in the page's own DOM like ui/live_block.js) wa
 on the page is drawn, then for the browser's next idle moment and ``AFTER_MS`` more, and sets its state
 once. Placed in a fragment, that reruns only the fragment. Once it has told and been drawn again, its element
 carries ``data-settled`` (what the browser tests and the bench wait for).
+
+A tell can be lost: in a new tab of a page whose details are in a fragment, the frame's component and the fragment's
+tell at once, and one was seen left told and never answered, the server idle (a browser test's failure said so). A
+component still unanswered ``STUCK_MS`` after telling, with no run on its way, tells again with a new value, up to
+``RETELLS`` times (tests/browser/test_when_idle.py drops a tell on the websocket and sees the details come).
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState  # Streamlit 1.67: is a fragment running
 
 AFTER_MS = 100  # after the page has drawn and the browser is idle: its first screen comes first
+# A component that told and is still unanswered after STUCK_MS without a run on its way tells again, RETELLS times at
+# most (looked at every CHECK_MS).
+CHECK_MS = 1000
+STUCK_MS = 5000
+RETELLS = 3
 DETAILS_PENDING = "Drawing the details below the picture…"
 _PAGE_ASKS = "when_idle_page_asks"
 _JS = """
@@ -32,11 +42,22 @@ export default function ({ parentElement, data, setStateValue }) {
   const drawn = () => !document.querySelector('[data-testid="stSkeleton"]')
     && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'));
   const idle = window.requestIdleCallback || ((then) => setTimeout(then, 50));
-  const tell = () => { parentElement.dataset.told = String(performance.now()); setStateValue("idle", true); };
+  const idleApp = () => document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState === "notRunning";
+  let retold = 0, quiet = 0;
+  // Told, yet still here and unanswered while no run is on its way: the server never saw it (two components telling
+  // at once from a new tab, the frame's and a fragment's, can lose one). Tell again with a new value, a few times.
+  const check = () => {
+    if (!parentElement.isConnected || parentElement.dataset.settled || retold >= RETELLS) return;
+    quiet = idleApp() ? quiet + 1 : 0;
+    if (quiet * CHECK_MS >= STUCK_MS) { quiet = 0; retold += 1; parentElement.dataset.retold = String(retold); send(); }
+    setTimeout(check, CHECK_MS);
+  };
+  const send = () => { parentElement.dataset.told = String(performance.now()); setStateValue("idle", performance.now()); };
+  const tell = () => { send(); setTimeout(check, CHECK_MS); };
   const wait = () => (drawn() ? idle(() => setTimeout(tell, data.after_ms), { timeout: 1000 }) : setTimeout(wait, 50));
   wait();
 }
-"""
+""".replace("RETELLS", str(RETELLS)).replace("CHECK_MS", str(CHECK_MS)).replace("STUCK_MS", str(STUCK_MS))
 # The element has no content: keep Streamlit's gap between elements out of the page too.
 _CSS = '[data-testid="stElementContainer"]:has(.when-idle) {\n  display: none;\n}\n'
 _COMPONENT = st.components.v2.component("lifecycle_when_idle", js=_JS, css=_CSS, isolate_styles=False)
