@@ -32,6 +32,7 @@ from lifecycle.api.routes import api_routes
 from lifecycle.stages.context_window import render_messages
 from lifecycle.api.serving import ModelStatus, live_calls, model_queue
 from lifecycle.engine import shared_engine
+from tests.held_engine import engine_held
 from lifecycle.stages.streaming import parse_sse, stream_problems
 
 KEY = "sk-test-" + "a1b2c3d4e5f6" * 2
@@ -143,16 +144,7 @@ def test_health_counts_the_engines_work_in_hand(http, loaded):
     """A page job holding the engine and one waiting behind it are both in /health's engine field, and gone once
     they have run."""
     engine = shared_engine(loaded)
-    started, release = threading.Event(), threading.Event()
-
-    def hold(model):
-        started.set()
-        release.wait(30)
-
-    holder = threading.Thread(target=engine.run, args=(hold,))
-    holder.start()
-    try:
-        assert started.wait(30)
+    with engine_held(engine):
         behind = threading.Thread(target=engine.run, args=(lambda model: None,))
         behind.start()
         deadline = time.monotonic() + 30
@@ -161,9 +153,6 @@ def test_health_counts_the_engines_work_in_hand(http, loaded):
         shown = http.get("/health").json()["engine"]
         assert set(shown) == {"running", "waiting", "jobs"} and shown["jobs"] == 2
         assert engine.state().jobs == 2  # what the engine panel's sentence counts
-    finally:
-        release.set()
-        holder.join(30)
     behind.join(30)
     assert http.get("/health").json()["engine"]["jobs"] == 0
 

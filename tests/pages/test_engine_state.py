@@ -76,25 +76,11 @@ def test_the_engine_panel_watched_alone_refreshes_every_second(run_page, loaded,
 
 def test_the_engine_panel_counts_the_page_jobs_in_hand(run_page, loaded):
     """A page job holding the engine while Live calls draws its panel: the sentence counts it, as the engine does."""
-    import threading
-
     from lifecycle.engine import shared_engine
+    from tests.held_engine import engine_held
 
-    engine = shared_engine(loaded)
-    started, release = threading.Event(), threading.Event()
-
-    def hold(model):
-        started.set()
-        release.wait(120)
-
-    holder = threading.Thread(target=engine.run, args=(hold,))
-    holder.start()
-    try:
-        assert started.wait(60)
+    with engine_held(shared_engine(loaded)):
         app = run_page("live-calls", prompt=PROMPT)
-    finally:
-        release.set()
-        holder.join(60)
     assert not app.exception
     assert any("**1 page job** in hand" in m for m in markdowns(app))
     assert not any("page job" in m for m in markdowns(run_page("live-calls", prompt=PROMPT)))
