@@ -31,6 +31,7 @@ AFTER_MS = 100  # after the page has drawn and the browser is idle: its first sc
 CHECK_MS = 1000
 STUCK_MS = 5000
 RETELLS = 3
+_RETELL = {"check_ms": CHECK_MS, "stuck_ms": STUCK_MS, "retells": RETELLS}
 DETAILS_PENDING = "Drawing the details below the picture…"
 _PAGE_ASKS = "when_idle_page_asks"
 _JS = """
@@ -47,17 +48,17 @@ export default function ({ parentElement, data, setStateValue }) {
   // Told, yet still here and unanswered while no run is on its way: the server never saw it (two components telling
   // at once from a new tab, the frame's and a fragment's, can lose one). Tell again with a new value, a few times.
   const check = () => {
-    if (!parentElement.isConnected || parentElement.dataset.settled || retold >= RETELLS) return;
+    if (!parentElement.isConnected || parentElement.dataset.settled || retold >= data.retells) return;
     quiet = idleApp() ? quiet + 1 : 0;
-    if (quiet * CHECK_MS >= STUCK_MS) { quiet = 0; retold += 1; parentElement.dataset.retold = String(retold); send(); }
-    setTimeout(check, CHECK_MS);
+    if (quiet * data.check_ms >= data.stuck_ms) { quiet = 0; retold += 1; parentElement.dataset.retold = String(retold); send(); }
+    setTimeout(check, data.check_ms);
   };
   const send = () => { parentElement.dataset.told = String(performance.now()); setStateValue("idle", performance.now()); };
-  const tell = () => { send(); setTimeout(check, CHECK_MS); };
+  const tell = () => { send(); setTimeout(check, data.check_ms); };
   const wait = () => (drawn() ? idle(() => setTimeout(tell, data.after_ms), { timeout: 1000 }) : setTimeout(wait, 50));
   wait();
 }
-""".replace("RETELLS", str(RETELLS)).replace("CHECK_MS", str(CHECK_MS)).replace("STUCK_MS", str(STUCK_MS))
+"""
 # The element has no content: keep Streamlit's gap between elements out of the page too.
 _CSS = '[data-testid="stElementContainer"]:has(.when-idle) {\n  display: none;\n}\n'
 _COMPONENT = st.components.v2.component("lifecycle_when_idle", js=_JS, css=_CSS, isolate_styles=False)
@@ -70,7 +71,7 @@ def when_idle(key: str, on_idle: Callable[[], None] = lambda: None, after_ms: in
     told = idle_told(key)
     if not told and ThreadState.get().fragment_id is None:
         st.session_state[_PAGE_ASKS] = True
-    _COMPONENT(key=key, data={"ask": not told, "after_ms": after_ms}, on_idle_change=on_idle, height="content")
+    _COMPONENT(key=key, data={"ask": not told, "after_ms": after_ms, **_RETELL}, on_idle_change=on_idle, height="content")
     return told
 
 
