@@ -84,10 +84,8 @@ def finish_reason(loaded, new: list[int]) -> str:
 
 
 def next_token_probs(loaded, ids: list[int]) -> np.ndarray:
-    """The distribution after ``ids`` from transformers' own forward pass of the loaded model."""
-    with loaded.lock, torch.inference_mode():
-        logits = loaded.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
-    return torch.softmax(logits, dim=-1).numpy()
+    """The distribution after ``ids`` from transformers' own forward pass of the loaded model (read-only)."""
+    return _last_position(loaded, ids)[0]
 
 
 # The engine multiplies the GGUF's packed codes, transformers the same weights in fp32: a probability agrees to
@@ -118,18 +116,34 @@ def openai_token_count(name: str, text: str) -> int:
 def lens_tops(loaded, ids: list[int]) -> list[int]:
     """The logit lens at the last position: each decoder layer's output through the final norm and the
     unembedding, from forward hooks on transformers' own layers; the top token after each layer."""
-    inner, outputs = loaded.model.model, {}
-    handles = [layer.register_forward_hook(
-        lambda _m, _a, out, i=index: outputs.__setitem__(i, (out[0] if isinstance(out, tuple) else out)[0, -1]))
-        for index, layer in enumerate(inner.layers)]
-    try:
-        with loaded.lock, torch.inference_mode():
-            loaded.model(input_ids=torch.tensor([ids]))
-            stacked = torch.stack([outputs[i] for i in range(len(inner.layers))])
-            return loaded.model.lm_head(inner.norm(stacked)).argmax(-1).tolist()
-    finally:
-        for handle in handles:
-            handle.remove()
+    return list(_last_position(loaded, ids)[1])
+
+
+def _last_position(loaded, ids: list[int]) -> tuple[np.ndarray, tuple[int, ...]]:
+    """One forward pass of transformers' own model over ``ids`` (logits for the last position only), read two ways:
+    the next-token distribution and the logit lens. Computed once per model and prompt in this process (a
+    1,000-token prompt's pass takes seconds, and several modules check their pages against it)."""
+    key = (id(loaded), loaded.source, tuple(ids))
+    if key not in _LAST:
+        inner, outputs = loaded.model.model, {}
+        handles = [layer.register_forward_hook(
+            lambda _m, _a, out, i=index: outputs.__setitem__(i, (out[0] if isinstance(out, tuple) else out)[0, -1]))
+            for index, layer in enumerate(inner.layers)]
+        try:
+            with loaded.lock, torch.inference_mode():
+                logits = loaded.model(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1].double()
+                stacked = torch.stack([outputs[i] for i in range(len(inner.layers))])
+                tops = tuple(loaded.model.lm_head(inner.norm(stacked)).argmax(-1).tolist())
+        finally:
+            for handle in handles:
+                handle.remove()
+        probs = torch.softmax(logits, dim=-1).numpy()
+        probs.flags.writeable = False
+        _LAST[key] = probs, tops
+    return _LAST[key]
+
+
+_LAST: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}
 
 
 @functools.cache
