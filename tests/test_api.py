@@ -32,8 +32,8 @@ from lifecycle.api.routes import api_routes
 from lifecycle.stages.context_window import render_messages
 from lifecycle.api.serving import ModelStatus, live_calls, model_queue
 from lifecycle.engine import shared_engine
-from tests.held_engine import engine_held
 from lifecycle.stages.streaming import parse_sse, stream_problems
+from tests.held_engine import engine_held
 
 KEY = "sk-test-" + "a1b2c3d4e5f6" * 2
 HELLO = [{"role": "user", "content": "Say hello."}]
