@@ -281,7 +281,7 @@ def test_a_job_arriving_while_the_few_rows_are_timed_waits_for_one_product_only(
     """The engine times its few-row products one at a time while idle: a job that arrives in the middle runs
     after the product being timed, and the rest are timed after it, with no new work to wake the engine."""
     engine = shared_engine(loaded)
-    remaining, log, timing = [5], [], threading.Event()
+    remaining, log, timing, armed = [5], [], threading.Event(), threading.Event()
 
     def piece():
         log.append("product")
@@ -290,11 +290,13 @@ def test_a_job_arriving_while_the_few_rows_are_timed_waits_for_one_product_only(
             deadline = time.monotonic() + 30
             while not engine._jobs and time.monotonic() < deadline:  # the job below arrives during this product
                 time.sleep(0.01)
+            time.sleep(0.05)  # a product of some length, so the engine, now busy, owes a wait before the next one
         remaining[0] -= 1
 
-    monkeypatch.setattr(engine.stack, "few_rows_untimed", lambda: remaining[0] > 0)
+    # Armed by a job of this test: the engine thread may still be looping after the previous test's work.
+    monkeypatch.setattr(engine.stack, "few_rows_untimed", lambda: armed.is_set() and remaining[0] > 0)
     monkeypatch.setattr(engine.stack, "time_few_rows_product", piece)
-    engine.run(lambda model: None)  # once the engine has worked, it times in its idle moments
+    engine.run(lambda model: armed.set())  # once the engine has worked, it times in its idle moments
     assert timing.wait(30)
     engine.run(lambda model: log.append("job"))
     deadline = time.monotonic() + 30
