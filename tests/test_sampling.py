@@ -11,6 +11,7 @@ from lifecycle.stages.sampling import (
     SamplingSettings,
     apply_sampling,
     choose_token,
+    choose_tokens,
     entropy_bits,
     next_token_distribution,
 )
@@ -147,13 +148,25 @@ def test_seeded_choice_is_reproducible_and_follows_the_distribution(logits):
     assert len(set(first)) == 1
 
     rng = np.random.default_rng(2024)
-    draws = np.array([choose_token(sampled, rng) for _ in range(20000)])
+    draws = choose_tokens(sampled, rng, 20000)  # the same draws as 20,000 choose_token calls (tested below)
     ids = sorted(kept_ids(sampled))
     assert set(draws.tolist()) <= set(ids)
     observed = np.array([(draws == i).sum() for i in ids])
     expected = sampled.final_probs[ids] * draws.size
     chi_square = float(((observed - expected) ** 2 / expected).sum())
     assert chi_square < 30.0  # 4 degrees of freedom: p < 1e-5 for a correct sampler
+
+
+def test_many_draws_at_once_are_the_draws_one_at_a_time(logits):
+    """choose_tokens, which the Sampling page's draws use, gives exactly the ids that as many choose_token calls
+    (the generation loop's) give from the same generator, and leaves the generator where they leave it."""
+    for settings in (SamplingSettings(temperature=0.8, top_p=0.95), SamplingSettings(temperature=0.0)):
+        sampled = apply_sampling(logits, settings)
+        one_by_one, at_once = np.random.default_rng(5), np.random.default_rng(5)
+        expected = [choose_token(sampled, one_by_one) for _ in range(500)]
+        assert choose_tokens(sampled, at_once, 500).tolist() == expected
+        assert one_by_one.random() == at_once.random()
+    assert len(set(expected)) == 1  # greedy: the argmax every time
 
 
 def test_next_token_distribution_lists_the_most_likely_tokens(loaded, logits):

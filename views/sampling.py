@@ -33,7 +33,7 @@ from lifecycle.stages.sampling import (
     SampledDistribution,
     SamplingSettings,
     apply_sampling,
-    choose_token,
+    choose_tokens,
     entropy_bits,
     stage_effects,
 )
@@ -223,7 +223,7 @@ def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
     draws = st.segmented_control("Draws", DRAW_COUNTS, default=1000, key="what_if_draws",
                                  format_func=lambda n: f"{n:,}") or 1000
     rng = np.random.default_rng(seed)
-    counts = np.bincount([choose_token(sampled, rng) for _ in range(draws)], minlength=sampled.final_probs.size)
+    counts = np.bincount(choose_tokens(sampled, rng, draws), minlength=sampled.final_probs.size)
     ids = top_ids(sampled.final_probs, DRAWN_TOKENS)
     ids = ids[sampled.final_probs[ids] > 0]
     labels = rank_labels(ids, token_text)
@@ -237,7 +237,7 @@ def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
     st.plotly_chart(samples_figure(labels, expected, observed, draws), key="draws", theme=None)
     distinct = int(np.count_nonzero(counts))
     st.caption(
-        f"{draws:,} real draws with choose_token (the function the generation loop uses), seeded with "
+        f"{draws:,} real draws with the generation loop's own sampler (choose_token, {draws:,} at once), seeded with "
         f"{seed}: **{distinct:,}** different token{'s' * (distinct != 1)} came up. With more draws the shares close in on the "
         "probabilities; that gap is just chance."
     )
