@@ -17,9 +17,8 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser_timings import INSTANT_FILE
-from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, wait_idle
+from tests.browser.app_page import EXCEPTION, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
-from ui.when_idle import DETAILS_PENDING
 
 pytestmark = pytest.mark.browser
 
@@ -141,36 +140,3 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
     (screenshots / INSTANT_FILE).write_text(json.dumps(figures, indent=1) + "\n")
     print(f"\n{json.dumps(figures)}")
     assert all(t > 0 for values in figures["redraw_ms"].values() for t in values)
-
-
-# From the page's first paint: when its picture (a live SVG component) was first drawn, and when the first Plotly
-# chart element appeared.
-_WATCH_ORDER = """(picture) => document.addEventListener('DOMContentLoaded', () => {
-  window.order = {};
-  const seen = () => {
-    if (window.order.picture === undefined && document.querySelector(picture)) window.order.picture = performance.now();
-    if (window.order.plotly === undefined && document.querySelector('[data-testid="stPlotlyChart"]'))
-      window.order.plotly = performance.now();
-  };
-  new MutationObserver(seen).observe(document.body, {childList: true, subtree: true});
-})"""
-PICTURES = {"generation": ".live-replay svg", "kv-cache": ".live-replay svg", "streaming": ".live-replay svg",
-            "sampling": ".live-sampling svg"}
-
-
-@pytest.mark.parametrize("url_path", list(PICTURES))
-def test_the_picture_is_drawn_before_plotly_and_the_details_follow(app_url, page, url_path):
-    """A new tab of a page led by one of the app's own SVG components draws it before any Plotly chart is on the
-    page (plotly.js, ~1 s of the browser's CPU, is never in its way), and the details under it arrive by themselves
-    (ui.when_idle.details_ready): the page's Plotly charts, drawn, and no placeholder left."""
-    page.add_init_script(f"({_WATCH_ORDER})({json.dumps(PICTURES[url_path])})")
-    page.goto(f"{app_url}/{url_path}?" + "&".join(f"{k}={v}" for k, v in SETTINGS.items()))
-    wait_idle(page)  # waits for the details' run too
-    # A details run that waits on a measurement (KV cache's timings) may still be on its way: its charts must come.
-    page.wait_for_function("() => document.querySelector('[data-testid=\"stPlotlyChart\"]')")
-    page.wait_for_function(CHARTS_DRAWN)
-    order = page.evaluate("window.order")
-    assert "picture" in order and "plotly" in order, order
-    assert order["picture"] < order["plotly"], f"the picture waited for Plotly: {order}"
-    expect(page.get_by_test_id("stMainBlockContainer")).not_to_contain_text(DETAILS_PENDING)
-    expect(page.locator(EXCEPTION)).to_have_count(0)

@@ -2,7 +2,7 @@
 and run before it draws anything of that run (a Plotly chart: plotly.js; a code block: its syntax highlighter; a
 data grid; a JSON viewer): the details under the picture come in the run the browser starts once it has drawn the picture
 (ui.when_idle.details_ready). The browser's side of it (the picture drawn before any Plotly chart, the details
-arriving by themselves) is tests/browser/test_instant_generation.py's; the open times are the bench's."""
+arriving by themselves) is tests/browser/test_legibility.py's; the open times are the bench's."""
 
 from __future__ import annotations
 
