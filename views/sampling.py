@@ -237,7 +237,7 @@ def _draws(sampled: SampledDistribution, token_text, seed: int) -> None:
     st.plotly_chart(samples_figure(labels, expected, observed, draws), key="draws", theme=None)
     distinct = int(np.count_nonzero(counts))
     st.caption(
-        f"{draws:,} real draws with the generation loop's own sampler (choose_token, {draws:,} at once), seeded with "
+        f"{draws:,} real draws with choose_tokens (the generation loop's choose_token, {draws:,} at once), seeded with "
         f"{seed}: **{distinct:,}** different token{'s' * (distinct != 1)} came up. With more draws the shares close in on the "
         "probabilities; that gap is just chance."
     )
