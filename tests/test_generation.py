@@ -2,12 +2,13 @@
 
 import threading
 
+import numpy as np
 import pytest
 import torch
 
 from lifecycle.errors import LifecycleError
-from lifecycle.stages.generation import generate, generate_steps
-from lifecycle.stages.sampling import SamplingSettings
+from lifecycle.stages.generation import alternatives, generate, generate_steps
+from lifecycle.stages.sampling import SamplingSettings, apply_sampling
 from tests.reference import reference_tokenizer
 
 GREEDY = SamplingSettings(temperature=0)
@@ -113,6 +114,23 @@ def test_alternatives_are_ranked_and_include_the_chosen_token(loaded):
         assert sum(c.probability > 0 for c in alts) == 3  # top-k 3 keeps exactly three
         assert sum(c.probability for c in alts) == pytest.approx(1.0)
         assert [c.rank for c in alts] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("settings", [SamplingSettings(temperature=0.7, top_k=50), SamplingSettings(temperature=0),
+                                      SamplingSettings(temperature=1.2, top_p=0.9)])
+def test_an_alternative_s_rank_counts_every_token_ahead_of_it(settings):
+    """Ranks by final probability, ties broken by base probability (tokens tied on both share a rank), for a
+    chosen token far down the list too (here among the many tokens sampling removed, all at final probability 0)."""
+    logits = np.random.default_rng(11).standard_normal(4096).astype(np.float32) * 4
+    logits[:40] = logits.max()  # a tie at the top
+    sampled = apply_sampling(logits, settings)
+    final, base = sampled.final_probs, sampled.base_probs
+    for chosen in (int(np.argsort(-logits, kind="stable")[1000]), int(np.argmax(logits))):
+        alts = alternatives(sampled, chosen, str)
+        assert chosen in [c.id for c in alts]
+        for c in alts:
+            ahead = (final > final[c.id]) | ((final == final[c.id]) & (base > base[c.id]))
+            assert c.rank == 1 + int(ahead.sum())
 
 
 def test_cancellation_stops_promptly(loaded):

@@ -138,6 +138,8 @@ def test_final_distribution_is_normalized_and_consistent_with_removed_by(logits,
     assert sampled.base_probs.sum() == pytest.approx(1.0, abs=1e-12)
     assert np.allclose(sampled.base_probs, softmax(logits))
     assert 0.0 <= sampled.entropy_bits <= math.log2(sampled.kept) + 1e-9
+    # apply_sampling takes the entropy from the log-weights it has; it is the final distribution's entropy.
+    assert sampled.entropy_bits == pytest.approx(entropy_bits(sampled.final_probs), rel=1e-9, abs=1e-12)
 
 
 def test_seeded_choice_is_reproducible_and_follows_the_distribution(logits):

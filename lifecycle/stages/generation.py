@@ -329,12 +329,13 @@ def _advance(detokenizer: IncrementalDetokenizer, stop_text: _StopText, token_id
 
 def _record(index, token_id, distribution, vocabulary, forced, finished, delta, held, started) -> GenerationStep:
     data = vocabulary.of(token_id)
+    best = top_ids(distribution.base_probs, TOP_LOGPROBS)  # one ranking for the logprobs and the alternatives
     step = GenerationStep(
         index=index,
         token_id=token_id,
         text=token_display(data),
         probability=float(distribution.final_probs[token_id]),
-        alternatives=alternatives(distribution, token_id, lambda i: token_display(vocabulary.of(i))),
+        alternatives=alternatives(distribution, token_id, lambda i: token_display(vocabulary.of(i)), base_best=best),
         seconds=time.perf_counter() - started,
         forced=forced,
         finished=finished,
@@ -343,7 +344,7 @@ def _record(index, token_id, distribution, vocabulary, forced, finished, delta, 
         held=held,
         base_probability=float(distribution.base_probs[token_id]),
         logprob=_logprob(distribution.base_probs[token_id]),
-        top_logprobs=top_logprobs(distribution.base_probs, vocabulary),
+        top_logprobs=top_logprobs(distribution.base_probs, vocabulary, ranked=best),
     )
     step.made_at = started + step.seconds
     return step
@@ -353,31 +354,42 @@ def _logprob(probability: float) -> float:
     return math.log(probability) if probability > 0 else -math.inf
 
 
-def top_logprobs(base_probs: np.ndarray, vocabulary, k: int = TOP_LOGPROBS) -> list[TokenLogprob]:
-    """The model's k most likely tokens with their log-probabilities, most likely first."""
-    ranked = top_ids(base_probs, k)
+def top_logprobs(base_probs: np.ndarray, vocabulary, k: int = TOP_LOGPROBS,
+                 ranked: np.ndarray | None = None) -> list[TokenLogprob]:
+    """The model's k most likely tokens with their log-probabilities, most likely first (``ranked``: those ids
+    already found, as ``top_ids`` gives them)."""
+    ranked = top_ids(base_probs, k) if ranked is None else ranked[:k]
     return [TokenLogprob(int(i), vocabulary.of(int(i)), _logprob(base_probs[i])) for i in ranked]
 
 
 def alternatives(
-    distribution: SampledDistribution, chosen: int, token_text: Callable[[int], str], k: int = ALTERNATIVES
+    distribution: SampledDistribution, chosen: int, token_text: Callable[[int], str], k: int = ALTERNATIVES,
+    base_best: np.ndarray | None = None,
 ) -> list[TokenCandidate]:
     """The k best tokens by final probability, ties (e.g. every token greedy decoding removed) broken
-    by the model's base probability; the chosen token is always included (replacing the k-th)."""
+    by the model's base probability; the chosen token is always included (replacing the k-th).
+    ``base_best``: the base distribution's best ids already found (``top_ids``, at least k of them)."""
     final, base = distribution.final_probs, distribution.base_probs
-    pool = np.unique(np.concatenate([top_ids(final, k), top_ids(base, k)]))
+    base_best = top_ids(base, k) if base_best is None else base_best[:k]
+    pool = np.unique(np.concatenate([top_ids(final, k), base_best]))
     ranked = [int(i) for i in pool[np.lexsort((pool, -base[pool], -final[pool]))][:k]]
     if chosen not in ranked:
         ranked[-1] = chosen
+    ranks = _ranks(final, base, np.array(ranked))
     return [
-        TokenCandidate(i, token_text(i), float(final[i]), math.log(final[i]) if final[i] > 0 else -math.inf, _rank(final, base, i))
-        for i in ranked
+        TokenCandidate(i, token_text(i), float(final[i]), math.log(final[i]) if final[i] > 0 else -math.inf, rank)
+        for i, rank in zip(ranked, ranks)
     ]
 
 
-def _rank(final: np.ndarray, base: np.ndarray, token_id: int) -> int:
-    f, b = final[token_id], base[token_id]
-    return 1 + int(np.count_nonzero(final > f)) + int(np.count_nonzero((final == f) & (base > b)))
+def _ranks(final: np.ndarray, base: np.ndarray, ids: np.ndarray) -> list[int]:
+    """Each id's rank by final probability, ties broken by base probability (1 + the tokens ahead of it)."""
+    f, b = final[ids], base[ids]
+    # Only tokens at or above the lowest of these final probabilities can be ahead of any of them.
+    near = np.flatnonzero(final >= f.min())
+    near_f, near_b = final[near], base[near]
+    ahead = (near_f > f[:, None]) | ((near_f == f[:, None]) & (near_b > b[:, None]))
+    return [1 + int(n) for n in np.count_nonzero(ahead, axis=1)]
 
 
 def generate(

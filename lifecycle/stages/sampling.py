@@ -9,7 +9,8 @@ penalties (OpenAI's definitions, counted over the completion so far) and the rep
 (nucleus), min-p, renormalize. For every token we keep its base probability, its final probability and the stage
 that removed it, and for every moving stage which logits it moved and by how much, so a page can
 show exactly what each setting did. Temperature 0 means greedy decoding.
-Pure numpy; cheap enough to rerun on every slider move (well under 5 ms for 49,152 tokens).
+numpy, with torch's exp, cumulative sum and top-k (faster in float64): ~0.6 ms for 49,152 tokens on a 2-core EPYC,
+which the engine pays for every request's every token.
 """
 
 from __future__ import annotations
@@ -215,7 +216,8 @@ def apply_sampling(
     """
     settings.validate()
     raw = _checked_logits(logits).astype(np.float64)
-    base_probs = _softmax(raw)
+    base_log_weights = _log_weights(raw)
+    base_probs, base_log_total = _normalised_exp(base_log_weights)
     shifts: list[LogitShift] = []
     scores = _shifted(raw, settings, previous_ids, generated_ids, shifts)
     removed_by = np.full(raw.size, KEPT, dtype=np.int8)
@@ -228,7 +230,11 @@ def apply_sampling(
         removed_by[(final == 0) & (removed_by == KEPT)] = _TEMPERATURE
         return SampledDistribution(base_probs, final, removed_by, 0.0, True, 1, shifts)
 
-    probs = _softmax(scores, settings.temperature)
+    if scores is raw and settings.temperature == 1.0:  # nothing moved: the sampled softmax is the model's own
+        log_weights, probs, log_total = base_log_weights, base_probs, base_log_total
+    else:
+        log_weights = _log_weights(scores, settings.temperature)
+        probs, log_total = _normalised_exp(log_weights)
     removed_by[(probs == 0) & (removed_by == KEPT)] = _TEMPERATURE
     if 0 < settings.top_k < raw.size:
         outside = np.ones(raw.size, dtype=bool)
@@ -241,10 +247,17 @@ def apply_sampling(
         threshold = settings.min_p * probs[survivors].max()
         removed_by[survivors & (probs < threshold)] = _MIN_P
 
-    final = np.where(removed_by == KEPT, probs, 0.0)
-    final /= final.sum()
-    kept = int(np.count_nonzero(removed_by == KEPT))
-    return SampledDistribution(base_probs, final, removed_by, entropy_bits(final), False, kept, shifts)
+    survivors = removed_by == KEPT
+    final = np.where(survivors, probs, 0.0)
+    kept_share = final.sum()
+    final /= kept_share
+    kept = int(np.count_nonzero(survivors))
+    # The entropy from the log-weights already at hand: log final = log_weights - log_total - log kept_share over the
+    # survivors, so no logarithm over the vocabulary is taken (it cost ~0.3 ms of every request's every token).
+    # A product and a sum rather than np.dot: BLAS threads would fight torch's OpenMP threads for the two cores.
+    nats = log_total + math.log(kept_share) - float((final * np.where(survivors, log_weights, 0.0)).sum())
+    entropy = max(0.0, nats / math.log(2)) if kept > 1 else 0.0
+    return SampledDistribution(base_probs, final, removed_by, entropy, False, kept, shifts)
 
 
 @dataclass(frozen=True)
@@ -284,7 +297,7 @@ def choose_tokens(distribution: SampledDistribution, rng: np.random.Generator, c
     over the vocabulary taken once instead of once a draw (1,000 draws: 0.3 ms against 170 ms)."""
     if distribution.greedy:
         return np.full(count, int(np.argmax(distribution.final_probs)))
-    cdf = np.cumsum(distribution.final_probs)
+    cdf = torch.cumsum(torch.from_numpy(np.ascontiguousarray(distribution.final_probs, dtype=np.float64)), 0).numpy()
     indices = np.searchsorted(cdf, rng.random(count) * cdf[-1], side="right")
     return np.minimum(indices, cdf.size - 1)
 
@@ -307,10 +320,27 @@ def _checked_logits(logits: np.ndarray) -> np.ndarray:
     return array
 
 
-def _softmax(scores: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+def _log_weights(scores: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """(scores - max) / temperature: each token's log weight before normalising, 0 for the best."""
     # Subtract the max before dividing so a tiny temperature cannot overflow to inf - inf.
-    e = np.exp((scores - scores.max()) / temperature)
-    return e / e.sum()
+    weights = scores - scores.max()
+    if temperature != 1.0:
+        weights /= temperature
+    return weights
+
+
+def _normalised_exp(log_weights: np.ndarray) -> tuple[np.ndarray, float]:
+    """The probabilities exp(log_weights) / total, and log(total)."""
+    # torch's float64 exp: numpy's is scalar code on CPUs without AVX-512 (4x slower on an AVX2 EPYC), and this runs
+    # for every request's every token in the engine's thread.
+    weights = torch.exp(torch.from_numpy(np.ascontiguousarray(log_weights, dtype=np.float64)))
+    total = float(weights.sum())
+    weights /= total
+    return weights.numpy(), math.log(total)
+
+
+def _softmax(scores: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    return _normalised_exp(_log_weights(np.asarray(scores, dtype=np.float64), temperature))[0]
 
 
 def _log_softmax(scores: np.ndarray) -> np.ndarray:
