@@ -49,9 +49,10 @@ def live_block_data(
     kv_group: int,
     start: tuple[int, int, int],
 ) -> dict:
-    """The component's data: ``step_norms`` (positions, layers, steps), ``top_keys``/``top_weights`` (layers,
+    """The component's data from ``step_norms`` (positions, layers, steps), ``top_keys``/``top_weights`` (layers,
     heads, positions, k; key -1 for none), the stack's lengths (positions, layers [+ 1]), every token's
-    label, and ``start`` the (layer, head, token) shown first."""
+    label, and ``start`` the (layer, head, token) shown first: the numbers in ``body`` (a JSON string, see
+    ``unpacked``), its ``fingerprint`` and size, and ``start``."""
     layers, heads, positions, _ = top_keys.shape
     tokens = token_window(start[2], positions)
     chosen = slice(tokens.start, tokens.stop)
@@ -75,9 +76,16 @@ def live_block_data(
         "mlp": _rounded(mlp_norms[chosen]),
         "labels": {str(p): labels[p] for p in shown},
     }
+    # The body travels as one JSON string: Streamlit serialises a component's data twice in every run, and half a
+    # megabyte of numbers as lists cost ~50 ms of each; a string costs ~2 ms.
     encoded = json.dumps(body, sort_keys=True)
-    return {**body, "fingerprint": hashlib.sha256(encoded.encode()).hexdigest()[:16], "bytes": len(encoded),
+    return {"body": encoded, "fingerprint": hashlib.sha256(encoded.encode()).hexdigest()[:16], "bytes": len(encoded),
             "start": {"layer": int(start[0]), "head": int(start[1]), "position": int(start[2])}}
+
+
+def unpacked(data: dict) -> dict:
+    """The data as the browser reads it: the body's fields beside the fingerprint, size and start."""
+    return {**json.loads(data["body"]), **{k: v for k, v in data.items() if k != "body"}}
 
 
 def block_view_sent(values: dict | None, layers: int, heads: int, positions: int) -> tuple[int, int, int] | None:

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from charts.live_block import LIVE_TOKENS, TOP_KEYS, WEIGHT_UNIT, block_view_sent, live_block_data, token_window
+from charts.live_block import (LIVE_TOKENS, TOP_KEYS, WEIGHT_UNIT, block_view_sent, live_block_data, token_window,
+                               unpacked)
 
 STEPS = ["Block input x", "RMSNorm", "Scores", "+ residual (block output)"]
 SHAPES = [(5, 576), (5, 576), (9, 5, 5), (5, 576)]
@@ -36,7 +37,7 @@ def stack_for(positions: int, seed: int = 0) -> dict:
 def data_for(positions: int, position: int) -> tuple[dict, dict]:
     stack = stack_for(positions)
     labels = [f"{p}: t{p}" for p in range(positions)]
-    return live_block_data(STEPS, SHAPES, **stack, labels=labels, kv_group=3, start=(1, 2, position)), stack
+    return unpacked(live_block_data(STEPS, SHAPES, **stack, labels=labels, kv_group=3, start=(1, 2, position))), stack
 
 
 def test_every_tokens_steps_and_each_heads_strongest_keys_are_sent():

@@ -263,13 +263,16 @@ function setView(state, view) {
 }
 
 export default function (component) {
-  const { data, parentElement, setStateValue, key } = component;
+  const { data: sent, parentElement, setStateValue, key } = component;
   let root = parentElement.querySelector(":scope > .live-block");
   let state = root?.liveState;
-  if (state && state.data.fingerprint !== data.fingerprint) {
+  if (state && state.data.fingerprint !== sent.fingerprint) {
     root.remove();
     root = null;
   }
+  // The numbers come as one JSON string (charts/live_block.py), read once per block.
+  const { body, ...meta } = sent;
+  const data = { ...(root ? state.data : JSON.parse(body)), ...meta };
   if (!root) {
     root = element("div", { class: "live-block" }, parentElement);
     state = { root, data, id: `live-block-${key}`.replace(/[^A-Za-z0-9_-]/g, "-"), sent: null };

@@ -205,6 +205,21 @@ def lens_step(o: Opened) -> None:
 VIEWS = dict(zip(STEPS, (rmsnorm_step, rope_step, scores_step, attention_step, mlp_step, output_step, lens_step)))
 
 
+def shapes(o: Opened, filled: bool) -> None:
+    """Every step's output shape, in an expander; its data grid comes with the tabs (the browser loads a grid's code
+    before it draws anything else of the run: ~0.1 s of a new tab's picture)."""
+    flow, positions = o.flow, o.trace.block.shapes.positions
+    with st.expander(f"Shapes for this prompt ({positions} tokens), read from the model's config"):
+        if not filled:
+            st.caption("Drawing the shapes…")
+            return
+        st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
+                     hide_index=True, height=35 * (len(flow) + 1) + 3)
+        st.caption("Each step hands on one tensor for the whole prompt; above, ‖·‖ is the length (L2 norm) of the "
+                   "chosen token's row after the step. The green steps are the residual adds (the skip connections): "
+                   "the stream itself.")
+
+
 @st.fragment
 def steps(opened: Opened) -> None:
     """The step-by-step tabs. A page's first run builds none of them, so a new tab draws the live block above
@@ -212,6 +227,7 @@ def steps(opened: Opened) -> None:
     page and is idle, this fragment reruns alone and builds every tab, so from then on a tab click is the
     browser's alone (no run)."""
     filled = idle_told(FILL_KEY)
+    shapes(opened, filled)
     for tab, draw in zip(st.tabs(STEPS), VIEWS.values()):
         with tab:
             if filled:
@@ -219,6 +235,17 @@ def steps(opened: Opened) -> None:
             else:
                 st.caption("Drawing this step…")
     when_idle(FILL_KEY)
+
+
+@per_prompt_cache
+def live_data(ids: tuple[int, ...], layer: int, head: int, position: int, _loaded: LoadedModel) -> dict:
+    """The live block's data for this view, built and encoded once for every session that opens it."""
+    trace = traced(ids, layer, position, _loaded)
+    stack, flow = trace.stack, block_flow(trace.block)
+    labels = token_labels([token_text(_loaded, i) for i in ids])
+    return live_block_data([f.name for f in flow], [f.shape for f in flow], stack.step_norms_by_token, stack.top_keys,
+                           stack.top_weights, stack.residual_norms_by_token, stack.attention_norms_by_token,
+                           stack.mlp_norms_by_token, labels, trace.block.shapes.group, (layer, head, position))
 
 
 def _opening(tokens: int, layers: int) -> tuple[int, int]:
@@ -248,19 +275,11 @@ def render() -> None:
         head = int(st.session_state.setdefault("forward_head", 0))
         with st.spinner("Running the prompt once more with hooks on every module…", show_time=True):
             trace = traced(tuple(ids), layer, position, loaded)
-        block, stack = trace.block, trace.stack
-        s = block.shapes
-        flow = block_flow(block)
+        stack, s = trace.stack, trace.block.shapes
         lesson(block_lesson(s.positions, s.layers, quoted(texts[position]), position, stack.residual_norms,
                             stack.attention_norms, stack.mlp_norms))
         st.session_state[POSITIONS_KEY] = len(ids)
-        live_block(
-            live_block_data([f.name for f in flow], [f.shape for f in flow], stack.step_norms_by_token,
-                            stack.top_keys, stack.top_weights, stack.residual_norms_by_token,
-                            stack.attention_norms_by_token, stack.mlp_norms_by_token, labels, s.group,
-                            (layer, head, position)),
-            key=LIVE_KEY, on_view=follow_view,
-        )
+        live_block(live_data(tuple(ids), layer, head, position, loaded), key=LIVE_KEY, on_view=follow_view)
         st.caption(f"Moving the layer, the head or the token redraws the block above in your browser. The steps below "
                    f"open block **{layer}** at head **{head}** for token {quoted(texts[position])}; they follow once "
                    "the controls rest (one more hooked pass).")
@@ -268,11 +287,4 @@ def render() -> None:
             st.selectbox("Token", range(len(ids)), index=position, format_func=lambda i: labels[i], key="forward_token",
                          help=f"The block above moves through {LIVE_TOKENS} of the prompt's {len(ids)} tokens, around "
                               "this one; pick another here to move them.")
-        with st.expander(f"Shapes for this prompt ({s.positions} tokens), read from the model's config"):
-            st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
-                         hide_index=True, height=35 * (len(flow) + 1) + 3)
-            st.caption("Each step hands on one tensor for the whole prompt; above, ‖·‖ is the length (L2 norm) of the "
-                       "chosen token's row after the step. The green steps are the residual adds (the skip connections): "
-                       "the stream itself.")
-
         steps(Opened(trace, texts, labels, position, layer, head, loaded))

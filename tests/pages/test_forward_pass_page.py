@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from charts.live_block import LIVE_TOKENS
+from charts.live_block import LIVE_TOKENS, unpacked
 from lifecycle.stages.block import block_flow, open_block
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward, token_text
@@ -39,18 +39,18 @@ def charts(app) -> list[str]:
 
 
 def test_the_first_run_builds_the_live_block_and_the_browser_idle_the_tabs():
-    """The page opens with the live block and no Plotly chart (nothing for plotly.js to hold the block back);
+    """The page opens with the live block and no Plotly chart or data grid (nothing whose code holds the block back);
     the tabs say they are coming and are built once the browser has drawn the page and is idle, in the same tabs."""
     opened = run_page("forward-pass", **SETTINGS)
     assert not opened.exception and not opened.error
-    assert charts(opened) == []
+    assert charts(opened) == [] and not opened.dataframe  # the shapes' grid comes with the tabs
     assert components(opened, "forward_live")
     assert [c.value for c in opened.caption].count("Drawing this step…") == 7
     assert [tab.label for tab in opened.tabs][:7] == ["1. RMSNorm", "2. Q, K, V and RoPE", "3. Scores and softmax",
                                                       "4. Attention output", "5. The MLP", "6. Block output",
                                                       "Logit lens"]
     browser_idle(opened, FILL)
-    assert not opened.exception and charts(opened) == STEP_CHARTS
+    assert not opened.exception and charts(opened) == STEP_CHARTS and opened.dataframe
     assert "Drawing this step…" not in [c.value for c in opened.caption]
     # Another token (a full run) keeps every tab: the browser told once for this visit of the page.
     component_sends(opened, "forward_live", {"view": {"layer": 2, "head": 0, "position": 3}})
@@ -87,7 +87,7 @@ def test_default_view_is_the_middle_block_at_the_last_token(app, loaded, ids):
 def live_data(app) -> dict:
     """What the page sent the live block (ui/live_block.js) this run."""
     (live,) = components(app, "forward_live")
-    return json.loads(live.proto.json)
+    return unpacked(json.loads(live.proto.json))
 
 
 def test_sentences_state_the_numbers_of_this_forward_pass(app, loaded, ids):
