@@ -1,8 +1,9 @@
 """Context window page: the chat template around the messages and the token budget of the context window.
 
-The budgets are drawn in the browser (ui.live_bars): the page holds no Plotly chart, and the template's code
-block (whose syntax highlighter the browser loads before it draws anything of that run) comes in the budget's
-next run, once the budget is drawn (ui.when_idle). A new tab draws its picture without waiting for either.
+The budgets are drawn in the browser (ui.live_bars): the page holds no Plotly chart. Its first run draws the budget
+alone; the window choice, the tool and document boxes, the table, the template's code block and the overflow demo
+come in the page's next run, once the budget is drawn (ui.when_idle): the browser loads the code of every kind of
+element in a run (the syntax highlighter, the table, each widget) before it draws anything of that run.
 """
 
 import json
@@ -23,7 +24,7 @@ from lifecycle.errors import LifecycleError
 from lifecycle.lessons.context_window import budget_lesson, overflow_demo_sentence, truncation_lesson, window_sentence
 from ui.frame import lesson, loaded_model, stage_page
 from ui.live_bars import live_bars
-from ui.when_idle import details_ready
+from ui.when_idle import details_ready, idle_told
 
 DETAILS = "context_window_details"  # ui.when_idle: the template's code block comes once the budget is drawn
 MAX_TEMPLATE_CHARS = 6_000
@@ -44,6 +45,7 @@ EXAMPLE_TOOLS = [
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}}},
     },
 ]
+EXAMPLE_TOOLS_TEXT = json.dumps(EXAMPLE_TOOLS, indent=1)
 EXAMPLE_DOCUMENTS = (
     "Rayleigh scattering: air molecules scatter short (blue) wavelengths of sunlight much more strongly "
     "than long (red) ones, so light reaching us from all over the sky is mostly blue.\n---\n"
@@ -75,6 +77,12 @@ def conversation(settings, tools=(), documents=(), history=None) -> Conversation
         tools=list(tools),
         documents=list(documents),
     )
+
+
+def _extras_as_they_stand() -> tuple[str, str]:
+    """The tool descriptions and documents boxes' text: the visitor's, or the examples they open with."""
+    return (st.session_state.get("context_tools", EXAMPLE_TOOLS_TEXT),
+            st.session_state.get("context_documents", EXAMPLE_DOCUMENTS))
 
 
 def parse_tools(text: str) -> list[dict]:
@@ -150,33 +158,39 @@ def render() -> None:
         run_budget = context_budget(run_prompt, model.context_window, settings.max_tokens)
         message_tokens = next(s.tokens for s in run_prompt.segments if s.name == "new message")
         lesson(budget_lesson(model.name, run_prompt, run_budget, message_tokens))
-        budget_and_template(settings, run_prompt)
-        overflow_demo(settings)
+        ready = idle_told(DETAILS)
+        budget_and_template(settings, run_prompt, ready)
+        if details_ready(DETAILS):
+            overflow_demo(settings)
 
 
 @st.fragment
-def budget_and_template(settings, run_prompt: RenderedPrompt) -> None:
+def budget_and_template(settings, run_prompt: RenderedPrompt, ready: bool) -> None:
     """The budget in the chosen window, with the tools and documents the visitor adds, then the template the model
-    reads. A st.fragment: the window choice and the two text boxes rerun this part alone, not the page."""
+    reads. A st.fragment: the window choice and the two text boxes rerun this part alone, not the page. Until the
+    page is ``ready`` for its details, the budget is drawn alone, for the window and boxes as they stand."""
     model = loaded_model()
     st.subheader("The budget", anchor=False)
     chart_box = st.container()  # the chart first, its controls under it
     windows = {"model": model.context_window, **CONTEXT_WINDOWS}
     labels = {"model": f"The model's own ({model.context_window:,})", **WINDOW_LABELS}
-    choice = st.radio("Window", list(labels), format_func=labels.get, horizontal=True, key="context_window")
-    window = windows[choice]
+    tools_text, documents_text = _extras_as_they_stand()
+    if ready:
+        st.radio("Window", list(labels), format_func=labels.get, horizontal=True, key="context_window")
+    window = windows[st.session_state.get("context_window", "model")]
     st.caption(
         f"{window_sentence(model.name, model.context_window)}; "
         "the 32k and 128k presets only show how the same request would fill a larger hosted model's window."
     )
-    with st.expander("Add tool descriptions and retrieved documents to see their cost"):
-        left, right = st.columns(2)
-        with left:
-            tools_text = st.text_area("Tool descriptions (JSON list)", json.dumps(EXAMPLE_TOOLS, indent=1),
-                                      height=220, key="context_tools")
-        with right:
-            documents_text = st.text_area("Retrieved documents (separate with a line of ---)", EXAMPLE_DOCUMENTS,
-                                          height=220, key="context_documents")
+    if ready:
+        with st.expander("Add tool descriptions and retrieved documents to see their cost"):
+            left, right = st.columns(2)
+            with left:
+                tools_text = st.text_area("Tool descriptions (JSON list)", EXAMPLE_TOOLS_TEXT, height=220,
+                                          key="context_tools")
+            with right:
+                documents_text = st.text_area("Retrieved documents (separate with a line of ---)", EXAMPLE_DOCUMENTS,
+                                              height=220, key="context_documents")
     rows = [("this run", run_prompt)]
     try:
         tools = parse_tools(tools_text)
@@ -193,11 +207,11 @@ def budget_and_template(settings, run_prompt: RenderedPrompt) -> None:
         if len(rows) > 1:
             extra = budgets[1][1].prompt_tokens - budgets[0][1].prompt_tokens
             st.markdown(f"The tools and documents cost **{extra:,} more tokens** on every call that carries them.")
+    if not ready:
+        return
     st.table(segment_table(rows).set_index("part"))
 
     st.subheader("The rendered chat template", anchor=False)
-    if not details_ready(DETAILS):
-        return
     st.caption(
         f"What the model reads for this run, as text: {len(run_prompt.special_positions)} special tokens "
         "(<|im_start|> and <|im_end|>) frame each message with its role."

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from lifecycle.stages.context_window import CONTEXT_WINDOWS, Conversation, context_budget, render_prompt, truncate_oldest_turns
-from tests.pages.harness import component_data, components, markdowns, run_page, texts
+from tests.pages.harness import component_data, components, details_drawn, markdowns, run_page, texts
 
 PROMPT = "Why is the sky blue?"
 MAX_TOKENS = 8
@@ -45,6 +45,19 @@ def test_budget_of_this_run_matches_lifecycle(page, loaded):
     assert bars["new message"][0] == next(s.tokens for s in prompt.segments if s.name == "new message")
     assert bars["output reserve"][0] == MAX_TOKENS and bars["free"][0] == budget.free
     assert window_line(charts(page)[0]) == loaded.context_window
+
+
+def test_a_new_tab_draws_the_budget_alone_then_its_controls_and_the_rest(loaded):
+    """The first run holds the budget and no element whose code the browser would load before drawing it (a widget,
+    a table); the next run adds the window choice, the boxes, the table and the overflow demo, around the same bars."""
+    first = run_page("context-window", drawn=False, prompt=PROMPT, max_tokens=MAX_TOKENS)
+    assert not first.exception
+    assert not (first.radio or first.text_area or first.table or first.number_input or first.checkbox)
+    drawn = details_drawn(first)
+    assert not drawn.exception
+    assert drawn.radio(key="context_window").value == "model" and drawn.text_area(key="context_tools").value
+    assert drawn.table and drawn.number_input(key="overflow_window")
+    assert charts(first)[0] == charts(drawn)[0]  # the tools and documents boxes' examples counted from the start
 
 
 def test_rendered_template_shows_the_special_tokens_as_text(page):
