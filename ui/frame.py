@@ -83,8 +83,8 @@ def _link_problems(page: str) -> list[str]:
 def run_app() -> None:
     """One session's script run: page config, URL checks, settings sidebar, then the chosen page.
 
-    A new tab's first run leaves the settings widgets out (the page reads the link's settings, as the widgets
-    will): the browser draws the picture sooner. They come in the run the browser asks for once it has drawn the
+    A new tab's first run leaves the settings widgets and the presenter switch out (the page reads the link's
+    settings, as the widgets will): the browser draws the picture sooner, not waiting for the widgets' code. They come in the run the browser asks for once it has drawn the
     page: the one that builds the page's details (ui.when_idle.details_ready), or the one the frame asks for itself
     for a page without page-level details (none at all, or only a fragment's, whose run leaves the sidebar out)."""
     present = _present_from_url()
@@ -96,14 +96,12 @@ def run_app() -> None:
     st.html(LAYOUT_CSS)
     for problem in _link_problems(current.url_path):
         st.warning(problem, icon=":material/link_off:")
-    if st.sidebar.toggle("Presenter mode", key=PRESENT, on_change=_present_to_url,
-                         help="For a projector: larger type, sidebar closed, the lesson cut short. "
-                              "→ / ← or PageDown / PageUp move between stages. Links carry it as ?present=1."):
+    deferred = _SESSION_RAN not in st.session_state  # a new tab: its picture first, the settings widgets next run
+    st.session_state[_SESSION_RAN] = True
+    if present if deferred else _presenter_switch():  # a new tab's first run: as the link says, with no switch yet
         st.query_params[PRESENT] = "1"  # page switches drop parameters no widget is bound to
         st.html(PRESENTER / "presenter.css")
         st.html(_KEYS_SCRIPT, unsafe_allow_javascript=True)
-    deferred = _SESSION_RAN not in st.session_state  # a new tab: its picture first, the settings widgets next run
-    st.session_state[_SESSION_RAN] = True
     if deferred:
         keep_link_settings()
     else:
@@ -128,6 +126,12 @@ def end_page() -> NoReturn:
     """End the page's run here, as ``st.stop`` does, but let the frame finish its own part of the run (st.stop
     would refuse every element after it, the frame's included)."""
     raise PageEnded
+
+
+def _presenter_switch() -> bool:
+    return st.sidebar.toggle("Presenter mode", key=PRESENT, on_change=_present_to_url,
+                             help="For a projector: larger type, sidebar closed, the lesson cut short. "
+                                  "→ / ← or PageDown / PageUp move between stages. Links carry it as ?present=1.")
 
 
 def _present_from_url() -> bool:
