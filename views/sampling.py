@@ -44,7 +44,7 @@ from ui.cache import prefilled_prompt
 from ui.frame import lesson, loaded_model, stage_page
 from ui.live_sampling import live_sampling_chart, live_settings_sent
 from ui.settings import NUMBERS, JourneySettings
-from ui.when_idle import details_ready
+from ui.when_idle import details_ready, idle_told
 
 KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 LOCAL = {knob: f"what_if_{knob}" for knob in KNOBS}
@@ -153,9 +153,10 @@ def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_t
                "redrawn in your browser as you move a slider from the logits the model already computed; the numbers "
                "follow when it rests. "
                "These sliders do not change the journey. " + SPLIT_CHARACTER_NOTE)
-    spec = NUMBERS["repetition_penalty"]
-    st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL["repetition_penalty"],
-              help=spec.help + " It runs on the server: it needs the prompt's tokens, so a move reruns this part.")
+    if idle_told(DETAILS):  # a slider's code would hold back a new tab's chart: it comes with the details
+        spec = NUMBERS["repetition_penalty"]
+        st.slider(spec.label, spec.low, spec.high, step=spec.step, key=LOCAL["repetition_penalty"],
+                  help=spec.help + " It runs on the server: it needs the prompt's tokens, so a move reruns this part.")
     tail = tail_share(logits, TAIL_RANKS, NUMBERS["temperature"].high)
     st.caption(
         f"Your browser has the logits of all {logits.size:,} tokens ({data['dtype']}), not just a top N: at "
