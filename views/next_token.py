@@ -43,45 +43,52 @@ def render() -> None:
             st.caption(f"Every one of the {vocab:,} tokens, sorted by probability: from {best.probability:.1%} for "
                        f"the top token down to {dist.probs.min():.1e} for the least likely.")
 
-        st.subheader("Entropy and the greedy choice", anchor=False)
-        answer = finished_answer(settings)  # shown when the generation already ran; never waited for here
-        first = answer.generation.steps[0] if answer and answer.generation.steps else None
-        entropy_col, greedy_col, first_col = st.columns(3)
-        entropy_col.metric("Entropy", f"{dist.entropy_bits:.2f} bits",
-                           help=f"0 bits = certain; log2({vocab:,}) = {np.log2(vocab):.1f} bits = every token equally likely.")
-        greedy_col.metric("Greedy decoding picks", show_token(best.text), f"{best.probability:.1%}",
-                          delta_color="off", delta_arrow="off",
-                          help=f"Token id {best.id}: the argmax, what temperature 0 always chooses.")
-        if first:
-            first_col.metric("First token generated", show_token(first.text), f"id {first.token_id}",
-                             delta_color="off", delta_arrow="off")
-        s = settings.sampling
-        if answer is None:
-            st.caption("This run's generation has not run yet: the Generation page runs it and shows which token "
-                       "was chosen first.")
-        elif first is None:
-            st.caption("This run generated no token.")
-        elif s.temperature == 0 and s.repetition_penalty == 1.0:
-            verdict = "matches" if first.token_id == best.id else "does NOT match"
-            st.caption(f"Temperature is 0 (greedy), so the first generated token {verdict} the argmax above.")
-        else:
-            same = "happens to be" if first.token_id == best.id else "is not"
-            st.caption(
-                f"With temperature {s.temperature:g} and repetition penalty {s.repetition_penalty:g} the first token is "
-                f"drawn from the reshaped distribution (see Sampling); this time it {same} the greedy choice. Set "
-                "temperature to 0 (and repetition penalty to 1) and it always is."
-            )
+        if ready:
+            _entropy_and_answer(settings, dist, best, vocab)
 
-        if ready and answer is not None and answer.generation.steps:
-            steps = answer.generation.steps
-            st.subheader("Every token of the answer, highlighted by its log-probability", anchor=False)
-            st.plotly_chart(steps_logprob_figure(steps), key="next_token_logprobs", theme=None)
-            unsure = sum(step.base_probability < 0.5 for step in steps)
-            st.caption(
-                f"The distribution above is the first of {len(steps)}: the model made one at every generated token. "
-                f"Each box is coloured by the probability it gave the token that was chosen (the API's `logprobs`); "
-                f"{unsure} of the {len(steps)} tokens had less than 50%. Hover a token for the alternatives."
-            )
+
+def _entropy_and_answer(settings, dist, best: TokenCandidate, vocab: int) -> None:
+    """The entropy and the greedy choice beside the first generated token, then every answer token's log-probability:
+    details, in the run after the bars are drawn (a metric's code would hold back a new tab's bars)."""
+    st.subheader("Entropy and the greedy choice", anchor=False)
+    answer = finished_answer(settings)  # shown when the generation already ran; never waited for here
+    first = answer.generation.steps[0] if answer and answer.generation.steps else None
+    entropy_col, greedy_col, first_col = st.columns(3)
+    entropy_col.metric("Entropy", f"{dist.entropy_bits:.2f} bits",
+                       help=f"0 bits = certain; log2({vocab:,}) = {np.log2(vocab):.1f} bits = every token equally likely.")
+    greedy_col.metric("Greedy decoding picks", show_token(best.text), f"{best.probability:.1%}",
+                      delta_color="off", delta_arrow="off",
+                      help=f"Token id {best.id}: the argmax, what temperature 0 always chooses.")
+    if first:
+        first_col.metric("First token generated", show_token(first.text), f"id {first.token_id}",
+                         delta_color="off", delta_arrow="off")
+    s = settings.sampling
+    if answer is None:
+        st.caption("This run's generation has not run yet: the Generation page runs it and shows which token "
+                   "was chosen first.")
+    elif first is None:
+        st.caption("This run generated no token.")
+    elif s.temperature == 0 and s.repetition_penalty == 1.0:
+        verdict = "matches" if first.token_id == best.id else "does NOT match"
+        st.caption(f"Temperature is 0 (greedy), so the first generated token {verdict} the argmax above.")
+    else:
+        same = "happens to be" if first.token_id == best.id else "is not"
+        st.caption(
+            f"With temperature {s.temperature:g} and repetition penalty {s.repetition_penalty:g} the first token is "
+            f"drawn from the reshaped distribution (see Sampling); this time it {same} the greedy choice. Set "
+            "temperature to 0 (and repetition penalty to 1) and it always is."
+        )
+
+    if answer is not None and answer.generation.steps:
+        steps = answer.generation.steps
+        st.subheader("Every token of the answer, highlighted by its log-probability", anchor=False)
+        st.plotly_chart(steps_logprob_figure(steps), key="next_token_logprobs", theme=None)
+        unsure = sum(step.base_probability < 0.5 for step in steps)
+        st.caption(
+            f"The distribution above is the first of {len(steps)}: the model made one at every generated token. "
+            f"Each box is coloured by the probability it gave the token that was chosen (the API's `logprobs`); "
+            f"{unsure} of the {len(steps)} tokens had less than 50%. Hover a token for the alternatives."
+        )
 
 
 def _candidates(top: list[TokenCandidate]) -> None:
