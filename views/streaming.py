@@ -253,9 +253,11 @@ def render() -> None:
         prepared, answer = answered_prompt(settings)
         live_replay(stream_replay_data(answer.stream), key="stream_replay")  # the picture first, its lesson under it
         _lesson(prepared, answer)
-        _metrics(answer.stream_metrics)
+        metrics_box = st.container()  # the metrics come with the details: their code would hold back the replay
         st.caption("The replay above is this run's recorded stream in your browser: press play to see each frame "
                    "arrive after the gap it really had, or step through the events (dots: the events on the "
                    "request's clock).")
         if details_ready(DETAILS):
+            with metrics_box:
+                _metrics(answer.stream_metrics)
             _details(prepared, answer, settings, loaded_model())
