@@ -107,10 +107,10 @@ def _word_map(prepared: PreparedPrompt, forward: ForwardPass, loaded: LoadedMode
     vectors = forward.embeddings
     dims = vectors.shape[1]
     st.subheader("Which words sit close together?", anchor=False)
+    if not details_ready(DETAILS):  # the box comes with the map: its code would hold back a new tab's strip
+        return
     typed = st.text_input("Words to compare (comma-separated)", DEFAULT_WORDS, key="embedding_words",
                           help="Each word is embedded as it appears mid-sentence, with a leading space.")
-    if not details_ready(DETAILS):
-        return
     try:
         words = parse_words(typed)
         word_vecs, token_counts = word_vectors(tuple(words))

@@ -20,7 +20,7 @@ from ui.frame import end_page, lesson, stage_page
 from ui.live_replay import live_replay
 from ui.settings import JourneySettings, widget_default
 from ui.tables import fitted_table
-from ui.when_idle import details_ready
+from ui.when_idle import details_ready, idle_told
 
 VIEW = "generation_view"  # session state: which run is shown and where the reader picked
 DETAILS = "generation_details"  # ui.when_idle: the tabs under the replay come in the run after it is drawn
@@ -102,6 +102,8 @@ def _finish(generation: Generation, settings: JourneySettings) -> None:
                    icon=":material/check_circle:")
     else:
         st.info(f"finish_reason: **{generation.finish_reason}**")
+    if not idle_told(DETAILS):  # the button comes with the details: its code would hold back a new tab's replay
+        return
     if settings.max_tokens != SHORT_RUN:
         st.button(f"Try max_tokens = {SHORT_RUN}", on_click=_set_max_tokens, args=(SHORT_RUN,),
                   help="Sets max_tokens in the sidebar: the answer is cut with finish_reason \"length\".")

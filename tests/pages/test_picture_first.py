@@ -1,6 +1,6 @@
 """The pages that lead with a picture hold back, in their first run, every element whose code the browser must fetch
 and run before it draws anything of that run (a Plotly chart: plotly.js; a code block: its syntax highlighter; a
-data grid; a JSON viewer): the details under the picture come in the run the browser starts once it has drawn the picture
+data grid; a JSON viewer; a table, a metric or a widget, unless the picture is read by it): the details under the picture come in the run the browser starts once it has drawn the picture
 (ui.when_idle.details_ready). The browser's side of it (the picture drawn before any Plotly chart, the details
 arriving by themselves) is tests/browser/test_legibility.py's; the open times are the bench's."""
 
@@ -21,14 +21,24 @@ PROMPT = EVERY_PAGE_PROMPT
 PAGES = [page.url_path for page in (HOME, *STAGES) if hasattr(importlib.import_module(page.view), "DETAILS")]
 # Elements whose code Streamlit loads lazily, and large: a picture in the same run waits for it.
 HEAVY = ("plotly_chart", "code", "dataframe", "json")
+# Smaller ones, each with code of its own the browser also loads before it draws the run (widgets ~0.03-0.05 s each
+# kind, measured in new tabs): they come with the details too, unless the picture is read by them.
+WIDGETS = ("table", "metric", "slider", "radio", "text_area", "text_input", "number_input", "selectbox", "checkbox",
+           "toggle", "button", "segmented_control", "button_group")
+PART_OF_THE_PICTURE = {
+    "tokenization": {"metric"},  # each tokenizer's token count, over its chips
+    "structured-output": {"text_area", "selectbox", "segmented_control", "button_group"},  # what the mask is built from
+    "agent": {"number_input"},  # the round limit the rounds are drawn for
+    "live-calls": {"text_input", "toggle", "button", "metric"},  # the live panel is the picture
+}
 
 
 def _captions(app) -> list[str]:
     return [caption.value for caption in app.caption]
 
 
-def _heavy(app) -> dict[str, int]:
-    return {kind: len(app.get(kind)) for kind in HEAVY if app.get(kind)}
+def _heavy(app, kinds=HEAVY) -> dict[str, int]:
+    return {kind: len(app.get(kind)) for kind in kinds if app.get(kind)}
 
 
 @pytest.mark.parametrize("url_path", PAGES, ids=[p or "home" for p in PAGES])
@@ -36,6 +46,8 @@ def test_the_first_run_draws_the_picture_and_the_next_its_details(url_path):
     first = run_page(url_path, drawn=False, prompt=PROMPT)
     assert not first.exception
     assert not _heavy(first), f"the first run holds elements the picture would wait for: {_heavy(first)}"
+    widgets = _heavy(first, tuple(set(WIDGETS) - PART_OF_THE_PICTURE.get(url_path, set())))
+    assert not widgets, f"the first run holds widgets the picture would wait for: {widgets}"
     assert DETAILS_PENDING in _captions(first)
 
     drawn = details_drawn(first)
