@@ -84,9 +84,10 @@ def run_app() -> None:
     """One session's script run: page config, URL checks, settings sidebar, then the chosen page.
 
     A new tab's first run leaves the settings widgets and the presenter switch out (the page reads the link's
-    settings, as the widgets will): the browser draws the picture sooner, not waiting for the widgets' code. They come in the run the browser asks for once it has drawn the
-    page: the one that builds the page's details (ui.when_idle.details_ready), or the one the frame asks for itself
-    for a page without page-level details (none at all, or only a fragment's, whose run leaves the sidebar out)."""
+    settings, as the widgets will): the browser draws the picture sooner, not waiting for the widgets' code. They
+    come in the run the browser asks for once it has drawn the page: the one that builds the page's details
+    (ui.when_idle.details_ready), or the one the frame asks for itself for a page without page-level details (none
+    at all, or only a fragment's, whose run leaves the sidebar out)."""
     present = _present_from_url()
     st.set_page_config(page_title=APP_TITLE, page_icon=":material/route:", layout="wide",
                        initial_sidebar_state="collapsed" if present else "auto")
