@@ -254,9 +254,11 @@ def _opening(tokens: int, layers: int) -> tuple[int, int]:
 
 
 def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
-    """What this page computes for ``settings`` as it opens (the traced pass), into the shared cache."""
+    """What this page computes for ``settings`` as it opens (the traced pass and the live block's data built from
+    it, at head 0), into the shared cache."""
     ids = tuple(shared_results(loaded).prepared(settings.journey_input()).rendered.ids)
-    traced(ids, *_opening(len(ids), loaded.model.config.num_hidden_layers), loaded)
+    layer, position = _opening(len(ids), loaded.model.config.num_hidden_layers)
+    live_data(ids, layer, 0, position, loaded)
 
 
 def render() -> None:
