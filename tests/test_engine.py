@@ -10,7 +10,7 @@ import torch
 
 from lifecycle.stages.context_window import shared_head
 from lifecycle.engine import EngineFull, EngineRequest, shared_engine
-from lifecycle.engine.scheduler import FEW_ROWS_BUSY_SHARE
+from lifecycle.engine.scheduler import FEW_ROWS_BUSY_SHARE, ROOM_REQUESTS
 from lifecycle.engine.llama import Segment
 from lifecycle.stages.generation import end_of_sequence_ids, generate, generate_steps
 from lifecycle.stages.sampling import SamplingSettings
@@ -232,6 +232,29 @@ def test_a_burst_of_thirty_requests_all_complete_batched(loaded):
     steps = [step for step in engine.state().steps if step.time >= before]
     assert max(step.batch_size for step in steps) == 30
     assert engine.state().tokens_per_second > 0
+
+
+def test_a_class_s_steps_run_on_every_core_and_a_learner_s_on_the_configured_threads(loaded, monkeypatch):
+    """A step of more requests than the packed kernels take (a class) runs on the room's threads; a smaller one, and
+    the jobs between steps, on the configured count (the app's leaves a core to a browser beside it)."""
+    engine = shared_engine(loaded)
+    monkeypatch.setattr(engine, "threads", 1)
+    monkeypatch.setattr(engine, "room_threads", 2)
+    seen: dict[str, set[int]] = {"alone": set(), "class": set()}
+
+    def recording(tag: str):
+        def step(logits):
+            seen[tag].add(torch.get_num_threads())
+            return int(logits.argmax())
+        return step
+
+    alone = engine.submit(EngineRequest(chat_ids(loaded, "Hi"), 4, recording("alone")))
+    assert alone.done.wait(60) and alone.error is None
+    handles = [engine.submit(EngineRequest(chat_ids(loaded, f"One fact about {n}?"), 6, recording("class")))
+               for n in range(ROOM_REQUESTS + 4)]
+    assert all(handle.done.wait(120) and handle.error is None for handle in handles)
+    assert seen["alone"] == {1} and 2 in seen["class"]
+    assert engine.run(lambda _model: torch.get_num_threads()) == 1
 
 
 def test_a_long_prompt_holds_a_short_one_up_for_at_most_one_chunk(loaded):

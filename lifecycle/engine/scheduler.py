@@ -15,6 +15,9 @@ API's 503) and a new engine takes over (``shared_engine``). A thread that makes 
 ``LIFECYCLE_ENGINE_STALL_SECONDS`` while it holds work counts as stuck, and no caller waits longer
 than ``LIFECYCLE_ENGINE_WAIT_SECONDS`` for a job. Requests longer than a pool slot get a KV cache of
 their own, admitted only while those caches fit ``LIFECYCLE_LONG_KV_MB``.
+
+A step of more requests than the packed kernels take (a class) runs on ``LIFECYCLE_ROOM_THREADS`` torch threads
+(every core by default); every other step, and the jobs between steps, on the configured count.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from lifecycle.errors import LifecycleError
+from lifecycle.engine.kernel_choice import BATCH_ROWS
 from lifecycle.engine.llama import KVCache, LlamaStack, Segment
 from lifecycle.engine.packed_store import STORE_FILE
 from lifecycle.model import verified_copy
@@ -51,6 +56,11 @@ RECENT_STEPS = 200
 RATE_WINDOW_SECONDS = 10.0
 # While busy, the few-row timing gets at most this share of the engine's time, one product between two steps.
 FEW_ROWS_BUSY_SHARE = 0.2
+# A step of more requests than the packed kernels take (a class) runs on every core: the app keeps one core for a
+# browser beside it (one torch thread), which suits one learner, but a class's browsers are elsewhere, and 60 sessions
+# finished Generation ~20% sooner on two threads (docs/benchmarks.md).
+ROOM_REQUESTS = max(BATCH_ROWS)
+ROOM_THREADS_ENV = "LIFECYCLE_ROOM_THREADS"
 
 _log = logging.getLogger(__name__)
 
@@ -244,6 +254,8 @@ class Engine:
         self.long_kv_bytes = _env_int("LIFECYCLE_LONG_KV_MB", DEFAULT_LONG_KV_MB) * 2**20
         self.wait_seconds = _env_seconds("LIFECYCLE_ENGINE_WAIT_SECONDS", DEFAULT_WAIT_SECONDS)
         self.stall_seconds = _env_seconds("LIFECYCLE_ENGINE_STALL_SECONDS", DEFAULT_STALL_SECONDS)
+        self.threads = torch.get_num_threads()  # the configured count (the app's: the cores minus one)
+        self.room_threads = max(self.threads, _env_int(ROOM_THREADS_ENV, os.cpu_count() or 1))
         self.failure: str | None = None  # set once: why this engine stopped serving
         self._progress_at = time.monotonic()
         self._next_busy_product = 0.0  # monotonic time before which a busy engine times no few-row product
@@ -591,6 +603,14 @@ class Engine:
 
     def _step(self) -> None:
         plan = self._plan()
+        threads = self.room_threads if len(plan) > ROOM_REQUESTS else self.threads
+        torch.set_num_threads(threads)
+        try:
+            self._run_step(plan)
+        finally:
+            torch.set_num_threads(self.threads)  # jobs and the few-row timings between steps keep the configured count
+
+    def _run_step(self, plan: list[tuple[_Active, Segment]]) -> None:
         try:
             with self.loaded.lock:
                 started = time.perf_counter()
