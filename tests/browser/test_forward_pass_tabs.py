@@ -41,12 +41,13 @@ def test_the_step_tabs_fill_in_once_then_switch_without_a_run(app_url, page):
     expect(page.locator(EXCEPTION)).to_have_count(0)
     page.wait_for_function(STEPS_FILLED, polling=20)
     wait_idle(page)
-    # The second run was the tabs' fragment alone, asked for by the idle component; the page ran as a page
-    # only before it (the deep link, and the run that syncs the URL's settings).
+    # The tabs were filled by one run of their fragment alone, asked for by the idle component; the page ran as a
+    # page twice: the deep link, and the run that draws the settings widgets, which the frame asks for once the
+    # page is drawn (ui/frame.py), before or after the fragment's (the two tells race).
     fragment_runs = [m for m in socket.reruns() if m.rerun_script.fragment_id]
     assert len(fragment_runs) == 1 and _carries(fragment_runs[0], FILL_KEY)
-    assert socket.reruns()[-1] is fragment_runs[0]
-    assert socket.finished()[-1] == FRAGMENT_FINISHED
+    assert len(socket.reruns()) == 3
+    assert FRAGMENT_FINISHED in socket.finished()
     tabs = page.get_by_test_id("stMain").get_by_test_id("stTab")
     assert tabs.all_inner_texts() == TABS
 
