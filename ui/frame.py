@@ -99,7 +99,9 @@ def run_app() -> None:
         st.warning(problem, icon=":material/link_off:")
     deferred = _SESSION_RAN not in st.session_state  # a new tab: its picture first, the settings widgets next run
     st.session_state[_SESSION_RAN] = True
-    if present if deferred else _presenter_switch():  # a new tab's first run: as the link says, with no switch yet
+    # A new tab's first run presents as the link says, with no switch yet (its code would hold back the picture).
+    presenting_now = present if deferred else _presenter_switch()
+    if presenting_now:
         st.query_params[PRESENT] = "1"  # page switches drop parameters no widget is bound to
         st.html(PRESENTER / "presenter.css")
         st.html(_KEYS_SCRIPT, unsafe_allow_javascript=True)

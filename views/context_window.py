@@ -26,7 +26,7 @@ from ui.frame import lesson, loaded_model, stage_page
 from ui.live_bars import live_bars
 from ui.when_idle import details_ready, idle_told
 
-DETAILS = "context_window_details"  # ui.when_idle: the template's code block comes once the budget is drawn
+DETAILS = "context_window_details"  # ui.when_idle: the controls, the table, the template and the demo follow the budget
 MAX_TEMPLATE_CHARS = 6_000
 WINDOW_LABELS = {
     "8k": "8k preset (8,192)",
