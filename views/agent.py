@@ -3,8 +3,9 @@ temperature 0's different roads, and the guardrail that lives outside the model.
 
 The loop runs through lifecycle.features.agent, the measurements through lifecycle.features.injection and
 lifecycle.features.determinism (every model call an engine request or job); the sentences come from
-lifecycle.lessons.agent, chosen by this run's numbers. The loop's rounds are drawn in the browser (ui.live_bars);
-the table, the measurements and their Plotly charts come in the run after that picture is drawn (ui.when_idle).
+lifecycle.lessons.agent, chosen by this run's numbers. The loop's rounds are drawn in the browser (ui.live_bars); the
+round limit, the table, the measurements and their Plotly charts come in the run after that picture is drawn
+(ui.when_idle).
 ``prepare`` computes all three for a prompt outside any session (the warm route, ui.warm_pages).
 """
 
@@ -28,12 +29,12 @@ from ui.frame import input_error, lesson, loaded_model, show_text, stage_page
 from ui.live_bars import live_bars
 from ui.settings import JourneySettings
 from ui.tables import fitted_table
-from ui.when_idle import details_ready
+from ui.when_idle import details_ready, idle_told
 
 AGENT_MAX_TOKENS = 64
 AGENT_ROUNDS = 3
 DRAWS = 12
-DETAILS = "agent_details"  # ui.when_idle: the rounds' table and the measurements come once the rounds are drawn
+DETAILS = "agent_details"  # ui.when_idle: the round limit, the rounds' table and the measurements follow the rounds
 
 
 @per_prompt_cache
@@ -65,18 +66,22 @@ def _reply(round_) -> str:
     return ", ".join(calls) if calls else f"answer ({round_.reply.finish_reason})"
 
 
-def _agent_loop(messages: list[dict], loaded) -> AgentRun:
+def _agent_loop(messages: list[dict], loaded, ready: bool) -> AgentRun:
+    """The loop's lesson and rounds, with the round limit under them once the page is ``ready`` for its details
+    (until then the limit is the default)."""
     st.subheader("The agent loop: call, run the tool, call again", anchor=False)
-    rounds = st.number_input("Round limit", 1, MAX_ROUNDS, AGENT_ROUNDS, key="agent_rounds")
-    with st.spinner("Running the loop…", show_time=True):
-        run = _agent(json.dumps(messages), int(rounds), loaded)
-    first, last = run.rounds[0], run.rounds[-1]
-    calls = sum(len(r.reply.tool_calls) for r in run.rounds)
-    errors = sum("error" in result for r in run.rounds for result in r.tool_results)
-    lesson(agent_loop_lesson(len(run.rounds), run.outcome, calls, errors, [tool.name for tool in LOCAL_TOOLS],
-                             first.prompt_tokens, last.prompt_tokens, last.cached_tokens))
-    live_bars(round_bars([r.prompt_tokens for r in run.rounds], [r.cached_tokens for r in run.rounds],
-                         [_reply(r) for r in run.rounds]), key="agent_rounds_bars")
+    picture = st.container()
+    rounds = st.number_input("Round limit", 1, MAX_ROUNDS, AGENT_ROUNDS, key="agent_rounds") if ready else AGENT_ROUNDS
+    with picture:
+        with st.spinner("Running the loop…", show_time=True):
+            run = _agent(json.dumps(messages), int(rounds), loaded)
+        first, last = run.rounds[0], run.rounds[-1]
+        calls = sum(len(r.reply.tool_calls) for r in run.rounds)
+        errors = sum("error" in result for r in run.rounds for result in r.tool_results)
+        lesson(agent_loop_lesson(len(run.rounds), run.outcome, calls, errors, [tool.name for tool in LOCAL_TOOLS],
+                                 first.prompt_tokens, last.prompt_tokens, last.cached_tokens))
+        live_bars(round_bars([r.prompt_tokens for r in run.rounds], [r.cached_tokens for r in run.rounds],
+                             [_reply(r) for r in run.rounds]), key="agent_rounds_bars")
     return run
 
 
@@ -199,7 +204,7 @@ def _temperature_zero(messages: list[dict], loaded) -> None:
 def render() -> None:
     with stage_page("agent") as settings:
         loaded = loaded_model()
-        run = _agent_loop(settings.messages(), loaded)
+        run = _agent_loop(settings.messages(), loaded, idle_told(DETAILS))
         if not details_ready(DETAILS):
             return
         _rounds(run)

@@ -4,9 +4,9 @@ Shows the model's state and the calls queued or running now (refreshing itself),
 from any client (the SQLite call log), and one call's whole journey: the raw request as received,
 the gateway's decisions, its tokens and context budget, the SSE frames with their timestamps,
 TTFT and tokens/s, the response and usage. Everything a client or the model wrote is shown as text.
-The live panel comes first; the engine's timeline, the snippets, the tables and the call's journey come in
-the run after it is drawn (ui.when_idle), so a new tab does not wait for their code (plotly.js, the data grid,
-the syntax highlighter).
+The key box and the live panel come first; the panel's controls, the engine's timeline, the snippets, the tables and
+the call's journey come in the run after it is drawn (ui.when_idle), so a new tab does not wait for their code
+(plotly.js, the data grid, the syntax highlighter, the toggle and the button).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ui.engine_state import engine_section
 from ui.frame import lesson, presenting, show_text, stage_page
 from ui.settings import JourneySettings
 from ui.text import literal, ms
-from ui.when_idle import details_ready
+from ui.when_idle import details_ready, idle_told
 
 RECENT = 200  # calls listed in the table
 TOKENS_SHOWN = 64  # prompt tokens decoded one by one
@@ -55,7 +55,8 @@ WATCH_SECONDS = 2.0  # how often an idle page looks for new calls
 LIVE_SECONDS = 1.0  # how often it refreshes while a call is in flight
 CALL_PANELS = Audience(runs_per_second=5.0)  # both slower when many watch (ui.audience): a run takes ~8 ms
 KEY_STATE = "live_calls_key"  # session state only: the key this visitor presented
-DETAILS = "live_calls_details"  # ui.when_idle: everything under the live panel comes once it is drawn
+WATCH_STATE = "watch_calls"  # the toggle: the panel looks for new calls by itself
+DETAILS = "live_calls_details"  # ui.when_idle: the panel's controls and everything under it come once it is drawn
 
 
 def _reader(server: ApiServer) -> CallReader:
@@ -70,6 +71,17 @@ def _key_box(reader: CallReader) -> None:
                            "memory and is never logged or stored.")
     shown = "every call" if reader.sees_all else ("only your calls" if reader.sees_any else "no calls")
     st.caption(f"You see {shown}: {literal(reader.reason)}.")
+
+
+def _watch_controls() -> None:
+    """Whether the panel looks for new calls by itself (read from the session as the page starts), and a refresh."""
+    toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
+    toggle_column.toggle(
+        "Watch for new calls", True, key=WATCH_STATE,
+        help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in "
+             "flight (less often when many people watch this page).",
+    )
+    button_column.button("Refresh", icon=":material/refresh:")
 
 
 def _visible(reader: CallReader, calls: list) -> list:
@@ -318,16 +330,12 @@ def render() -> None:
         if not presenting():
             _key_box(reader)
         st.session_state["live_calls_seen"] = _signature(log, reader)
-        toggle_column, button_column = st.columns([3, 1], vertical_alignment="center")
-        watch = toggle_column.toggle(
-            "Watch for new calls", True, key="watch_calls",
-            help=f"Look for new calls every {WATCH_SECONDS:g} s; refresh every {LIVE_SECONDS:g} s while one is in "
-                 "flight (less often when many people watch this page).",
-        )
-        button_column.button("Refresh", icon=":material/refresh:")
+        watch = st.session_state.get(WATCH_STATE, True)
         fastest = LIVE_SECONDS if live_calls() else (WATCH_SECONDS if watch else None)
         interval = None if fastest is None else paced_interval(CALL_PANELS, fastest)[0]
         st.fragment(_live_panel, run_every=interval)(log, reader, server.gateway.refused, fastest, interval)
+        if idle_told(DETAILS):  # the panel's controls come with the details, under it
+            _watch_controls()
         if presenting():  # on a projector the model and its queue come first, the key box after them
             _key_box(reader)
         if not details_ready(DETAILS):

@@ -4,8 +4,9 @@ The sidebar's prompt is sent with tools (or a response_format) chosen here; the 
 the tool definitions cost in the prompt, how many tokens the grammar mask allowed at each step,
 the stream deltas as OpenAI sends them (a tool call's arguments arriving in fragments), and the
 final object validated against its schema. The run goes through lifecycle.features.structured.follow_call.
-The mask's columns are drawn in the browser (ui.live_bars); the stream's table, the final object and the prompt
-come in the run after that picture is drawn (ui.when_idle), so a new tab does not wait for their code.
+The mask's columns are drawn in the browser (ui.live_bars); the request's controls (under the mask), the stream's
+table, the final object and the prompt come in the run after that picture is drawn (ui.when_idle), so a new tab does
+not wait for their code: its first run follows the opening request, the example tools.
 The agent loop that runs such calls round after round is on the Agents page (views/agent.py).
 ``prepare`` runs the page's opening request (the example tools) for a prompt outside any session (ui.warm_pages).
 """
@@ -28,7 +29,7 @@ from ui.live_bars import live_bars
 from ui.tables import fitted_table
 from ui.settings import JourneySettings
 from ui.stages import stage
-from ui.when_idle import details_ready
+from ui.when_idle import details_ready, idle_told
 
 MAX_TOKENS = 120
 EXAMPLE_TOOLS = [
@@ -49,8 +50,9 @@ EXAMPLE_SCHEMA = {
     "required": ["answer", "confidence"], "additionalProperties": False,
 }
 CHOICES = ("required", "auto", "none")
+OPENING = {"tools": EXAMPLE_TOOLS, "tool_choice": CHOICES[0]}  # the request the controls start at
 SHOWN_FRAGMENTS = 60
-DETAILS = "structured_details"  # ui.when_idle: the stream's table and the final object come once the mask is drawn
+DETAILS = "structured_details"  # ui.when_idle: the controls, the stream's table and the final object follow the mask
 
 
 @per_prompt_cache
@@ -61,8 +63,7 @@ def _run(messages_json: str, fields_json: str, settings: JourneySettings, _loade
 
 def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
     """What this page computes for ``settings`` as it opens (a tool call, the example tools), into the shared cache."""
-    opening = {"tools": EXAMPLE_TOOLS, "tool_choice": CHOICES[0]}
-    _run(json.dumps(settings.messages()), json.dumps(opening, sort_keys=True), settings, loaded)
+    _run(json.dumps(settings.messages()), json.dumps(OPENING, sort_keys=True), settings, loaded)
 
 
 def _parse_json(text: str, what: str, param: str):
@@ -126,19 +127,24 @@ def _result(run: StructuredRun) -> None:
 
 def render() -> None:
     with stage_page("structured-output") as settings:
-        # The tool definitions fold away, so the mask chart is on the first screen (of a laptop and a projector).
-        with st.expander("The request: tools and tool_choice, or a JSON schema", icon=":material/build:"):
-            fields = _request_fields()
+        ready = idle_told(DETAILS)
+        picture = st.container()  # the lesson and the mask first, the request's controls under them
+        if ready:
+            with st.expander("The request: tools and tool_choice, or a JSON schema", icon=":material/build:"):
+                fields = _request_fields()
+        else:
+            fields = OPENING
         output_rules(**fields)  # bad tools, schema or tool_choice: the API's own message, before any model work
         loaded = loaded_model()
-        with st.spinner("Generating under the grammar…", show_time=True):
-            run = _run(json.dumps(settings.messages()), json.dumps(fields, sort_keys=True), settings, loaded)
-        _lesson(run)
-        live_bars(mask_bars([s.token for s in run.steps], [s.allowed for s in run.steps],
-                            [not s.model_choice_allowed for s in run.steps], run.vocabulary), key="structured_mask")
-        st.caption("Green: the model's own most likely token was allowed. Orange: the mask removed it and the token "
-                   f"was drawn from what the grammar allowed. A column of 1 is a forced token; the dashed line is the "
-                   f"whole vocabulary ({run.vocabulary:,} tokens).")
+        with picture:
+            with st.spinner("Generating under the grammar…", show_time=True):
+                run = _run(json.dumps(settings.messages()), json.dumps(fields, sort_keys=True), settings, loaded)
+            _lesson(run)
+            live_bars(mask_bars([s.token for s in run.steps], [s.allowed for s in run.steps],
+                                [not s.model_choice_allowed for s in run.steps], run.vocabulary), key="structured_mask")
+            st.caption("Green: the model's own most likely token was allowed. Orange: the mask removed it and the token "
+                       f"was drawn from what the grammar allowed. A column of 1 is a forced token; the dashed line is "
+                       f"the whole vocabulary ({run.vocabulary:,} tokens).")
         if not details_ready(DETAILS):
             return
         _fragments(run)

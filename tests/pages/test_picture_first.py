@@ -27,9 +27,7 @@ WIDGETS = ("table", "metric", "slider", "radio", "text_area", "text_input", "num
            "toggle", "button", "segmented_control", "button_group")
 PART_OF_THE_PICTURE = {
     "tokenization": {"metric"},  # each tokenizer's token count, over its chips
-    "structured-output": {"text_area", "selectbox", "segmented_control", "button_group"},  # what the mask is built from
-    "agent": {"number_input"},  # the round limit the rounds are drawn for
-    "live-calls": {"text_input", "toggle", "button", "metric"},  # the live panel is the picture
+    "live-calls": {"text_input", "metric"},  # the live panel is the picture, read for the key presented above it
 }
 
 
