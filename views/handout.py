@@ -34,8 +34,10 @@ def render() -> None:
         with st.spinner("Writing the handout…"):
             html, sections = handout(settings, journey, loaded)
         lesson(handout_lesson(sections, len(html.encode("utf-8"))))
-        st.download_button("Download the handout (HTML)", html, file_name="llm-request-journey.html", mime="text/html",
-                           type="primary", icon=":material/download:", key="handout_download")
+        # Handed over on the click (``data`` a callable): a run does not hash and store the ~5 MB file for every visit.
+        st.download_button("Download the handout (HTML)", lambda: html, file_name="llm-request-journey.html",
+                           mime="text/html", type="primary", icon=":material/download:", key="handout_download",
+                           on_click="ignore")
         st.subheader("What is inside", anchor=False)
         # A static table: the key numbers wrap inside their cells, so every stage and number shows on any screen.
         st.table(

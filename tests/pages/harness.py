@@ -33,7 +33,7 @@ from lifecycle.api.endpoints import ApiServer
 from lifecycle.api.serving import model_status, start_model_loading
 from streamlit.components.v2 import manifest_scanner
 from streamlit.proto.WidgetStates_pb2 import WidgetState
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.runtime.scriptrunner import ScriptRunnerEvent
 from streamlit.testing.v1 import AppTest, local_script_runner
 from streamlit.util import calc_hash
@@ -155,20 +155,22 @@ def browser_idle(app: AppTest, key: str) -> AppTest:
 
 
 def run_page_with_downloads(url_path: str = "", **settings: object) -> tuple[AppTest, dict[str, bytes]]:
-    """``run_page``, and the bytes each st.download_button would hand the browser, by the button's key."""
-    storages: list[MemoryMediaFileStorage] = []
+    """``run_page``, and the bytes each st.download_button would hand the browser on a click, by the button's id.
+    The app's buttons make their file on the click (``data`` a callable, kept by the run's media file manager)."""
+    made_on_click: dict[str, object] = {}
+    add_deferred = MediaFileManager.add_deferred
 
-    def keep(endpoint: str) -> MemoryMediaFileStorage:
-        storages.append(MemoryMediaFileStorage(endpoint))
-        return storages[-1]
+    def keep(manager: MediaFileManager, make, *args, **kwargs) -> str:
+        file_id = add_deferred(manager, make, *args, **kwargs)
+        made_on_click[file_id] = make
+        return file_id
 
-    with mock.patch("streamlit.testing.v1.app_test.MemoryMediaFileStorage", side_effect=keep):
+    with mock.patch.object(MediaFileManager, "add_deferred", keep):
         app = run_page(url_path, **settings)
     files = {}
     for button in app.get("download_button"):
-        name = os.path.basename(button.proto.url)
-        files[button.proto.id] = next(s.get_file(name).content for s in storages if os.path.splitext(name)[0]
-                                      in s._files_by_id)
+        data = made_on_click[button.proto.deferred_file_id]()
+        files[button.proto.id] = data.encode("utf-8") if isinstance(data, str) else data
     return app, files
 
 
