@@ -205,14 +205,10 @@ def lens_step(o: Opened) -> None:
 VIEWS = dict(zip(STEPS, (rmsnorm_step, rope_step, scores_step, attention_step, mlp_step, output_step, lens_step)))
 
 
-def shapes(o: Opened, filled: bool) -> None:
-    """Every step's output shape, in an expander; its data grid comes with the tabs (the browser loads a grid's code
-    before it draws anything else of the run: ~0.1 s of a new tab's picture)."""
+def shapes(o: Opened) -> None:
+    """Every step's output shape, in an expander."""
     flow, positions = o.flow, o.trace.block.shapes.positions
     with st.expander(f"Shapes for this prompt ({positions} tokens), read from the model's config"):
-        if not filled:
-            st.caption("Drawing the shapes…")
-            return
         st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
                      hide_index=True, height=35 * (len(flow) + 1) + 3)
         st.caption("Each step hands on one tensor for the whole prompt; above, ‖·‖ is the length (L2 norm) of the "
@@ -222,18 +218,18 @@ def shapes(o: Opened, filled: bool) -> None:
 
 @st.fragment
 def steps(opened: Opened) -> None:
-    """The step-by-step tabs. A page's first run builds none of them, so a new tab draws the live block above
-    without waiting for plotly.js (~1 s of the browser's CPU for its first chart); once the browser has drawn the
+    """The shapes and the step-by-step tabs. A page's first run builds none of them (a caption holds their place),
+    so a new tab draws the live block above without waiting for plotly.js (~1 s of the browser's CPU for its first
+    chart), a data grid's code, or the tabs (~60 ms of a new tab's picture, measured); once the browser has drawn the
     page and is idle, this fragment reruns alone and builds every tab, so from then on a tab click is the
     browser's alone (no run)."""
-    filled = idle_told(FILL_KEY)
-    shapes(opened, filled)
-    for tab, draw in zip(st.tabs(STEPS), VIEWS.values()):
-        with tab:
-            if filled:
+    if idle_told(FILL_KEY):
+        shapes(opened)
+        for tab, draw in zip(st.tabs(STEPS), VIEWS.values()):
+            with tab:
                 draw(opened)
-            else:
-                st.caption("Drawing this step…")
+    else:
+        st.caption("Drawing the steps…")
     when_idle(FILL_KEY)
 
 
