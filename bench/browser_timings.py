@@ -75,6 +75,15 @@ _SWITCHED_PICTURE = """([visual, title]) => {
 }"""
 
 
+# A new tab opened at a page's own address first asks /<page>/_stcore/health (and host-config) as if the app were served
+# under that path; the 404 costs Streamlit's frontend a 100 ms wait before it asks / (streamlit/streamlit#7074, open).
+# The time from the first ask to the second, in ms.
+_BASE_PATH_PROBE_MS = """() => {
+  const asks = performance.getEntriesByType('resource').filter(r => r.name.endsWith('/_stcore/health'));
+  return asks.length > 1 ? asks[1].startTime - asks[0].startTime : 0;
+}"""
+
+
 def open_seconds(page, url: str, visual: str) -> float:
     """Seconds from navigating to ``url`` to its script run finished and ``visual`` (a CSS selector) drawn, with
     everything else on the page."""
@@ -95,25 +104,29 @@ def page_open_rows(app_url: str, browser, repeats: int = OPEN_REPEATS) -> list[t
     """Every page's open time for a warm prompt (the default one, opened once before): the median of
     ``repeats`` visits, each in a new tab (a new Streamlit session) of one browser whose cache holds the
     app's scripts, as a returning visitor's does. The page is open when its picture (its main visual) is drawn;
-    the row under it is the time to everything on the page drawn."""
+    the row under it is the time to everything on the page drawn. The last row: how long Streamlit's probe of a
+    page's own path (_BASE_PATH_PROBE_MS) held its deep links, inside those times (none, since ui/deep_links.py)."""
     from tests.browser.test_legibility import CHART, MAIN_VISUAL
 
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(TIMEOUT_MS)
-    rows = []
+    rows, probes = [], []
     try:
         for stage in (HOME, *STAGES):
             def visit(stage=stage) -> tuple[float, float]:
                 page = context.new_page()
                 try:
-                    return open_times(page, f"{app_url}/{stage.url_path}", MAIN_VISUAL.get(stage.url_path, CHART))
+                    times = open_times(page, f"{app_url}/{stage.url_path}", MAIN_VISUAL.get(stage.url_path, CHART))
+                    if stage.url_path:
+                        probes.append(page.evaluate(_BASE_PATH_PROBE_MS))
+                    return times
                 finally:
                     page.close()
 
             rows += _picture_rows(f"open {stage.title}", visit, repeats)
     finally:
         context.close()
-    return rows
+    return [*rows, ("deep links: wait for the base-path probe (ms, median)", f"{median(probes):.0f}", "<= 0 ms")]
 
 
 def _picture_rows(name: str, measure, repeats: int) -> list[tuple[str, str, str]]:

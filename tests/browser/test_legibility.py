@@ -63,6 +63,9 @@ FIRST_SCREEN_SIZES = ("laptop", "projector")
 MAX_SCREENS = 5  # page height at 1024x768
 
 
+_HEALTH_ASKS = "performance.getEntriesByType('resource').map(r => r.name).filter(n => n.endsWith('/_stcore/health'))"
+
+
 @pytest.mark.parametrize("stage", PAGES, ids=PAGE_IDS)
 def test_every_page_opens_by_deep_link_and_is_legible(app_url, page, screenshots, stage):
     """The page opened once by a deep link carrying a prompt, at the widest size, then resized to each of the
@@ -76,6 +79,8 @@ def test_every_page_opens_by_deep_link_and_is_legible(app_url, page, screenshots
         page.add_init_script(f"({_WATCH_ORDER})({json.dumps(MAIN_VISUAL[stage.url_path])})")
     open_page(page, app_url, stage.url_path, prompt=PROMPT)
     expect(page.locator(EXCEPTION)).to_have_count(0)
+    # The frontend asked where the server is once, at the app's root (ui/deep_links.py), not at the page's path first.
+    assert page.evaluate(_HEALTH_ASKS) == [f"{app_url}/_stcore/health"]
     if stage.url_path in PICTURE_BEFORE_PLOTLY:
         _picture_came_first(page)
     title = APP_TITLE if stage is HOME else stage.title
