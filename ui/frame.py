@@ -39,6 +39,9 @@ from ui.stages import HOME, PHASES, STAGES, StagePage, neighbours, phase_of, sta
 from ui.when_idle import page_asks, start_run, when_idle
 
 APP_TITLE = "LLM Request Lifecycle"
+# An emoji: Streamlit draws it as the tab's icon itself (an SVG data URL); a :material/...: icon would be fetched
+# from fonts.gstatic.com by every visitor's browser (and fail on a closed network).
+PAGE_ICON = "🧭"
 PROMPT_PREVIEW_CHARS = 400
 HEADER_PROMPT_CHARS = 200  # the header's prompt box: about two lines at 1024 px
 EMPTY_PROMPT = "The prompt is empty: type one in the sidebar (Prompt) to follow it through the stages."
@@ -89,7 +92,7 @@ def run_app() -> None:
     (ui.when_idle.details_ready), or the one the frame asks for itself for a page without page-level details (none
     at all, or only a fragment's, whose run leaves the sidebar out)."""
     present = _present_from_url()
-    st.set_page_config(page_title=APP_TITLE, page_icon=":material/route:", layout="wide",
+    st.set_page_config(page_title=APP_TITLE, page_icon=PAGE_ICON, layout="wide",
                        initial_sidebar_state="collapsed" if present else "auto")
     sections = {"": [streamlit_page(HOME)]}
     sections.update({name: [streamlit_page(p) for p in pages] for name, pages in PHASES.items()})

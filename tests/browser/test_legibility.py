@@ -77,6 +77,8 @@ def test_every_page_opens_by_deep_link_and_is_legible(app_url, page, screenshots
     problems: dict[str, list[str]] = {}
     if stage.url_path in PICTURE_BEFORE_PLOTLY:
         page.add_init_script(f"({_WATCH_ORDER})({json.dumps(MAIN_VISUAL[stage.url_path])})")
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
     open_page(page, app_url, stage.url_path, prompt=PROMPT)
     expect(page.locator(EXCEPTION)).to_have_count(0)
     # The frontend asked where the server is once, at the app's root (ui/deep_links.py), not at the page's path first.
@@ -85,6 +87,8 @@ def test_every_page_opens_by_deep_link_and_is_legible(app_url, page, screenshots
         _picture_came_first(page)
     title = APP_TITLE if stage is HOME else stage.title
     assert page.get_by_test_id("stMainBlockContainer").locator("h1").first.inner_text() == title
+    # Nothing is asked of any other server (a visitor's address and what they read stay between them and this app).
+    assert [url for url in requested if not url.startswith((app_url, "data:", "blob:"))] == []
     assert PROMPT in main_text(page)
     for size, (width, height) in SIZES.items():
         page.set_viewport_size({"width": width, "height": height})
