@@ -74,12 +74,14 @@ BROWSER_MODULES_KEPT_TOGETHER = {"tests/browser/test_handout.py"}
 # Modules that open the same costly page, so that the second finds the first's results in the worker's caches: the
 # Agent page's loop, its injection measurement (the same for every prompt: ~13 s of CPU) and temperature 0's roads
 # (test_frame.py opens every page, the Agent page too, for their question: 28 s in a worker of its own;
-# test_picture_first.py opens the pages with details for the same question).
+# test_picture_first.py opens the pages with details for the same question; test_warm.py's warm call prepares the
+# Agent page for a prompt of its own, and finds the injection measurement, 7 s of CPU, already made).
 # The truth tests of the three prompts, the 1,007-token one among them: the Handout and Live calls modules find the
 # prompts' pages computed by test_truth.py (the long prompt's handout: 15.2 s alone, 1.8 s after it).
 MODULES_KEPT_TOGETHER = {
     **{module: "agent pages" for module in ("tests/pages/test_agent_page.py", "tests/pages/test_truth_agent.py",
-                                            "tests/pages/test_frame.py", "tests/pages/test_picture_first.py")},
+                                            "tests/pages/test_frame.py", "tests/pages/test_picture_first.py",
+                                            "tests/test_warm.py")},
     **{module: "truth of three prompts" for module in ("tests/pages/test_truth.py", "tests/pages/test_truth_handout.py",
                                                        "tests/pages/test_truth_live_calls.py")},
 }
