@@ -77,13 +77,15 @@ BROWSER_MODULES_KEPT_TOGETHER = {"tests/browser/test_handout.py"}
 # test_picture_first.py opens the pages with details for the same question; test_warm.py's warm call prepares the
 # Agent page for a prompt of its own, and finds the injection measurement, 7 s of CPU, already made).
 # The truth tests of the three prompts, the 1,007-token one among them: the Handout and Live calls modules find the
-# prompts' pages computed by test_truth.py (the long prompt's handout: 15.2 s alone, 1.8 s after it).
+# prompts' pages computed by test_truth.py (the long prompt's handout: 15.2 s alone, 1.8 s after it), and the KV
+# cache page's module its sweep and turns for one of them (16.7 s alone).
 MODULES_KEPT_TOGETHER = {
     **{module: "agent pages" for module in ("tests/pages/test_agent_page.py", "tests/pages/test_truth_agent.py",
                                             "tests/pages/test_frame.py", "tests/pages/test_picture_first.py",
                                             "tests/test_warm.py")},
     **{module: "truth of three prompts" for module in ("tests/pages/test_truth.py", "tests/pages/test_truth_handout.py",
-                                                       "tests/pages/test_truth_live_calls.py")},
+                                                       "tests/pages/test_truth_live_calls.py",
+                                                       "tests/pages/test_kv_cache_page.py")},
 }
 
 

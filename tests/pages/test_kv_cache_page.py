@@ -11,7 +11,9 @@ from lifecycle.stages.kv_cache import KVCacheShape
 from lifecycle.stages.sampling import SamplingSettings
 from tests.pages.harness import markdowns, plotly_figure
 
-PROMPT = "Why is the sea salty?"
+# One of test_truth.py's prompts: in its worker (conftest's MODULES_KEPT_TOGETHER) the page's latency sweep and three
+# turns, the page's costly part, are already measured for it.
+PROMPT = "Why is the sky blue?"
 MAX_TOKENS = 3
 
 
