@@ -75,7 +75,7 @@ BROWSER_MODULES_KEPT_TOGETHER = {"tests/browser/test_handout.py"}
 # Agent page's loop, its injection measurement (the same for every prompt: ~13 s of CPU) and temperature 0's roads
 # (test_frame.py opens every page, the Agent page too, for their question: 28 s in a worker of its own;
 # test_picture_first.py opens the pages with details for the same question; test_warm.py's warm call prepares the
-# Agent page for a prompt of its own, and finds the injection measurement, 7 s of CPU, already made).
+# Agent page for a prompt of its own, and finds the injection measurement already made).
 # The truth tests of the three prompts, the 1,007-token one among them: the Handout and Live calls modules find the
 # prompts' pages computed by test_truth.py (the long prompt's handout: 15.2 s alone, 1.8 s after it), and the KV
 # cache page's module its sweep and turns for one of them (16.7 s alone).

@@ -12,10 +12,9 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -157,7 +156,7 @@ def browser_idle(app: AppTest, key: str) -> AppTest:
 def run_page_with_downloads(url_path: str = "", **settings: object) -> tuple[AppTest, dict[str, bytes]]:
     """``run_page``, and the bytes each st.download_button would hand the browser on a click, by the button's id.
     The app's buttons make their file on the click (``data`` a callable, kept by the run's media file manager)."""
-    made_on_click: dict[str, object] = {}
+    made_on_click: dict[str, Callable[[], str | bytes]] = {}
     add_deferred = MediaFileManager.add_deferred
 
     def keep(manager: MediaFileManager, make, *args, **kwargs) -> str:
