@@ -57,13 +57,16 @@ def live_sampling_data(
 
     ``knobs`` gives each live slider's label, range and step (top-k: its ``choices``). The
     repetition penalty of ``settings`` is applied here: ``moved`` lists the logits it changed as
-    (id, new logit) pairs, and the browser starts from the logits with those replaced.
+    (id, new logit) pairs, and the browser starts from the logits with those replaced. ``opening`` is the
+    whole transform at ``settings``, done here, for the shown tokens: the browser draws its first chart from
+    it and decodes the logits after that, so the picture does not wait for the vocabulary's decode and sort.
     """
     raw = np.asarray(logits)
     penalized = apply_sampling(raw, SamplingSettings(repetition_penalty=settings.repetition_penalty), previous_ids)
     shift = penalized.shift("repetition_penalty")
     moved = [] if shift is None else [[int(i), float(v)] for i, v in zip(shift.ids, shift.after)]
     ids = top_ids(penalized.base_probs, shown)
+    opening = apply_sampling(raw, settings, previous_ids)
     payload, dtype = encoded_logits(raw)
     fingerprint = hashlib.sha256(payload.encode("ascii") + repr(moved).encode("ascii")).hexdigest()[:16]
     return {
@@ -77,6 +80,12 @@ def live_sampling_data(
             for i in ids
         ],
         "settings": {knob: getattr(settings, knob) for knob in LIVE_KNOBS},
+        "opening": {
+            "finals": [float(opening.final_probs[i]) for i in ids],
+            "removed": [int(opening.removed_by[i]) for i in ids],
+            "kept": int(opening.kept),
+            "entropy": float(opening.entropy_bits),
+        },
         "knobs": {knob: knobs[knob] for knob in LIVE_KNOBS},
         "stages": list(STAGES),
         "stage_labels": STAGE_LABELS,

@@ -93,6 +93,22 @@ def test_settings_and_knobs_go_both_ways(model_logits):
     assert back.repetition_penalty == 1.1 and back.seed == 3 and isinstance(back.top_k, int)
 
 
+@pytest.mark.parametrize("settings", [
+    SamplingSettings(temperature=0.8, top_k=10, top_p=0.9, min_p=0.02, repetition_penalty=1.3),
+    SamplingSettings(temperature=0.0),
+])
+def test_the_opening_chart_is_the_whole_transform_at_the_settings_sent(model_logits, settings):
+    previous = [5, 17, 300]
+    data = live_sampling_data(model_logits, previous, settings, token_text, 25, KNOBS)
+    sampled = apply_sampling(model_logits, settings, previous)
+    ids = [token["id"] for token in data["shown"]]
+    assert data["opening"]["finals"] == sampled.final_probs[ids].tolist()
+    assert data["opening"]["removed"] == sampled.removed_by[ids].tolist()
+    assert (data["opening"]["kept"], data["opening"]["entropy"]) == (sampled.kept, sampled.entropy_bits)
+    # Something was removed among the shown tokens, so a transform that ignored the settings would differ.
+    assert any(stage >= 0 for stage in data["opening"]["removed"])
+
+
 def test_tail_share_is_the_mass_a_top_n_cut_would_lose():
     logits = np.log(np.array([0.5, 0.25, 0.125, 0.125]))
     assert tail_share(logits, 2, 1.0) == pytest.approx(0.25)

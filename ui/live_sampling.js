@@ -291,15 +291,31 @@ function drawPanel(panel, series, colours, notes, end) {
   });
 }
 
+// The transform at ``settings`` for the shown tokens. At the settings Python sent, before the logits are
+// decoded, it is Python's own (data.opening): a new tab's first chart does not wait for the decode and sort.
+function transformed(state, settings) {
+  const { data } = state;
+  if (!state.model && sameSettings(settings, data.settings)) {
+    const { finals, removed, kept, entropy } = data.opening;
+    return { finals, stages: removed, kept, entropy, by: "python" };
+  }
+  state.model = decode(data);
+  const result = resample(state.model, settings, data.stages);
+  return {
+    finals: data.shown.map((token) => state.model.probs[token.id]),
+    stages: data.shown.map((token) => state.model.removed[token.id]),
+    kept: result.kept, entropy: result.entropy, by: "browser",
+  };
+}
+
 function draw(state) {
   const started = performance.now();
-  const { data, model, root } = state;
+  const { data, root } = state;
   const settings = currentSettings(state);
   for (const [knob, output] of Object.entries(state.outputs)) output.textContent = knobText(knob, settings[knob]);
-  const result = resample(model, settings, data.stages);
+  const result = transformed(state, settings);
   const shown = data.shown;
-  const finals = shown.map((token) => model.probs[token.id]);
-  const stages = shown.map((token) => model.removed[token.id]);
+  const { finals, stages } = result;
   const removedName = (stage) => data.stage_labels[data.stages[stage]] ?? data.stages[stage];
   const bases = shown.map((token) => token.base);
   const modelColours = stages.map((stage) => (stage === -1 ? BASE_COLOUR : MUTED));
@@ -319,7 +335,7 @@ function draw(state) {
     + `${percent(shown[0].base)} → ${percent(finals[0])} · entropy after: ${result.entropy.toFixed(2)} bits`;
   // For the browser tests: what this transform computed, and when the chart was redrawn.
   root.dataset.probabilities = JSON.stringify({
-    settings, kept: result.kept, entropy: result.entropy,
+    settings, kept: result.kept, entropy: result.entropy, by: result.by,
     shown: shown.map((token, rank) => ({ id: token.id, final: finals[rank], removed: stages[rank] })),
   });
   root.dataset.computeMs = (performance.now() - started).toFixed(2);
@@ -340,7 +356,7 @@ export default function (component) {
   state.setStateValue = setStateValue;
   const rebuilt = state.data?.fingerprint !== data.fingerprint || !state.inputs;
   state.data = data;
-  state.model = decode(data);
+  state.model = decoded.fingerprint === data.fingerprint ? decoded : null;
   state.labels = data.shown.map((token, rank) => `${rank + 1}. ${token.label}`);
   if (fresh) {
     buildControls(state);
@@ -365,4 +381,9 @@ export default function (component) {
   }
   if (fresh || rebuilt) buildChart(state);
   draw(state);
+  // The first slider move should not pay for the decode either: it runs once the chart is painted (a task queued
+  // from the frame's animation callback runs after that frame).
+  if (!state.model) {
+    requestAnimationFrame(() => setTimeout(() => { if (!state.model) state.model = decode(state.data); }, 0));
+  }
 }

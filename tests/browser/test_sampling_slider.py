@@ -167,6 +167,10 @@ def test_the_browser_resamples_exactly_as_python_does(app_url, page):
     vocabulary = live.evaluate("root => root.liveData.vocabulary")
     scores = _logits(page)
     assert scores.size == vocabulary == 49152, "the browser must have every token's logit"
+    # The first chart is drawn from Python's transform (the opening), before the browser decodes the logits; the
+    # browser's own transform at the same settings, after the combinations below, must draw the same chart.
+    opening = json.loads(live.get_attribute("data-probabilities"))
+    assert opening.pop("by") == "python"
     for settings, stage in COMBINATIONS:
         computed = live.evaluate(_SET, settings)
         assert computed["settings"] == settings
@@ -181,6 +185,12 @@ def test_the_browser_resamples_exactly_as_python_does(app_url, page):
         assert stages == [int(s) for s in expected.removed_by[ids]], settings
         assert computed["entropy"] == pytest.approx(expected.entropy_bits, rel=1e-9, abs=1e-12)
     assert any(token["removed"] != KEPT for token in computed["shown"]), "some shown token must be removed"
+    again = live.evaluate(_SET, opening["settings"])
+    assert again.pop("by") == "browser"
+    assert again["kept"] == opening["kept"] and again["entropy"] == pytest.approx(opening["entropy"], rel=1e-9)
+    assert [t["removed"] for t in again["shown"]] == [t["removed"] for t in opening["shown"]]
+    np.testing.assert_allclose([t["final"] for t in again["shown"]], [t["final"] for t in opening["shown"]],
+                               rtol=1e-9, atol=1e-12)
     # The repetition penalty runs on the server: moving it sends the moved logits, and the browser uses them.
     penalty = page.get_by_test_id("stMainBlockContainer").get_by_test_id("stSlider").filter(
         has_text="Repetition penalty").get_by_role("slider")
