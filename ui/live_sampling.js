@@ -292,13 +292,16 @@ function drawPanel(panel, series, colours, notes, end) {
 }
 
 // The transform at ``settings`` for the shown tokens. At the settings Python sent, before the logits are
-// decoded, it is Python's own (data.opening): a new tab's first chart does not wait for the decode and sort.
+// decoded, it is Python's own (data.opening): a new tab's first chart waits neither for the decode and sort nor
+// for the logits, which its first run does not send. Null when the sliders moved before the logits came (the
+// run that brings them draws the chart).
 function transformed(state, settings) {
   const { data } = state;
   if (!state.model && sameSettings(settings, data.settings)) {
     const { finals, removed, kept, entropy } = data.opening;
     return { finals, stages: removed, kept, entropy, by: "python" };
   }
+  if (!data.logits) return null;
   state.model = decode(data);
   const result = resample(state.model, settings, data.stages);
   return {
@@ -314,6 +317,7 @@ function draw(state) {
   const settings = currentSettings(state);
   for (const [knob, output] of Object.entries(state.outputs)) output.textContent = knobText(knob, settings[knob]);
   const result = transformed(state, settings);
+  if (!result) return;
   const shown = data.shown;
   const { finals, stages } = result;
   const removedName = (stage) => data.stage_labels[data.stages[stage]] ?? data.stages[stage];
@@ -383,7 +387,9 @@ export default function (component) {
   draw(state);
   // The first slider move should not pay for the decode either: it runs once the chart is painted (a task queued
   // from the frame's animation callback runs after that frame).
-  if (!state.model) {
-    requestAnimationFrame(() => setTimeout(() => { if (!state.model) state.model = decode(state.data); }, 0));
+  if (!state.model && data.logits) {
+    requestAnimationFrame(() => setTimeout(() => {
+      if (!state.model && state.data.logits) state.model = decode(state.data);
+    }, 0));
   }
 }

@@ -26,7 +26,7 @@ from charts.sampling import (
     survivors_figure,
     top_ids,
 )
-from charts.live_sampling import LIVE_KNOBS, live_sampling_data, live_settings, tail_share
+from charts.live_sampling import LIVE_KNOBS, live_sampling_data, live_settings, picture_only, tail_share
 from lifecycle.errors import LifecycleError
 from lifecycle.stages.sampling import (
     MAX_LOGIT_BIAS,
@@ -147,7 +147,7 @@ def _live_chart(settings: JourneySettings, logits: np.ndarray, previous, token_t
     what_if = _what_if_settings(settings)
     st.caption(_differences(settings, what_if))  # above the chart: how this what-if differs from the journey
     data = live_sampling_data(logits, previous, what_if, token_text, SHOWN_TOKENS, _knob_specs(settings))
-    live_sampling_chart(data, LIVE, _from_browser)
+    live_sampling_chart(data if idle_told(DETAILS) else picture_only(data), LIVE, _from_browser)
     lesson_box = st.container()  # the lesson needs the settings after the repetition penalty's slider
     st.caption(f"What if you sampled differently? The model's top {SHOWN_TOKENS} tokens before and after sampling, "
                "redrawn in your browser as you move a slider from the logits the model already computed; the numbers "

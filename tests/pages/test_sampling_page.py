@@ -9,7 +9,7 @@ import pytest
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.stages.forward_pass import run_forward
 from lifecycle.stages.sampling import SamplingSettings, apply_sampling, choose_token
-from tests.pages.harness import component_sends, markdowns, plotly_figure
+from tests.pages.harness import component_sends, details_drawn, markdowns, plotly_figure
 
 PROMPT = "The capital of France is"
 SETTINGS = dict(prompt=PROMPT, temperature=0.7, top_p=0.9, max_tokens=2, seed=3)
@@ -61,6 +61,19 @@ def test_page_shows_the_resampled_distribution_of_this_prompt(run_page, logits, 
     # The what-if sliders start from the sidebar's settings.
     assert data["settings"] == {"temperature": 0.7, "top_p": 0.9, "top_k": 0, "min_p": 0.0}
     assert app.slider(key="what_if_repetition_penalty").value == 1.0
+
+
+def test_a_new_tab_gets_the_chart_first_and_the_logits_in_the_run_after(run_page, logits, prompt_ids):
+    first = run_page("sampling", drawn=False, **SETTINGS)
+    data = live_data(first)
+    expected = apply_sampling(logits, SamplingSettings(temperature=0.7, top_p=0.9), prompt_ids)
+    ids = [token["id"] for token in data["shown"]]
+    assert data["logits"] is None  # the first run is the picture alone
+    assert data["opening"]["kept"] == expected.kept
+    assert np.allclose(data["opening"]["finals"], expected.final_probs[ids], atol=1e-6)
+    after = live_data(details_drawn(first))
+    assert np.allclose(np.frombuffer(base64.b64decode(after["logits"]), "<f4"), logits, atol=1e-3)
+    assert after["fingerprint"] == data["fingerprint"] and after["opening"] == data["opening"]
 
 
 def test_moving_a_slider_recomputes_but_leaves_the_journey_settings(run_page, logits, prompt_ids):
