@@ -95,6 +95,16 @@ def live_attention_data(
     }
 
 
+def picture_only(data: dict) -> dict:
+    """``data`` with the weights of its start layer alone (every head of it, ``only_layer`` naming it): a new
+    tab's first run sends this, 1/layers of the maps, and the browser draws its first picture from it; the whole
+    maps follow in the run after (the same ``fingerprint``), before another layer can be drawn."""
+    layer, cells = data["start"]["layer"], triangle_cells(data["tokens"])
+    size = data["heads"] * cells * 2
+    codes = base64.b64decode(data["weights"])[layer * size:(layer + 1) * size]
+    return {**data, "weights": base64.b64encode(codes).decode("ascii"), "only_layer": layer}
+
+
 def live_limit_note(data: dict, budget_bytes: int = LIVE_BUDGET_BYTES) -> str:
     """What the live maps leave out of a long prompt, in one sentence ('' when they hold every token)."""
     if data["tokens"] == data["total_tokens"]:

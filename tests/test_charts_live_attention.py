@@ -13,6 +13,7 @@ from charts.live_attention import (
     decoded_triangles,
     live_attention_data,
     live_limit_note,
+    picture_only,
     shipped_tokens,
     triangle_cells,
 )
@@ -40,6 +41,17 @@ def test_every_map_round_trips_within_one_code():
     assert data["tokens"] == data["total_tokens"] == 11 and data["first_position"] == 0
     assert data["start"] == {"layer": 2, "head": 1, "query": 10}
     assert live_limit_note(data) == ""
+
+
+def test_the_first_picture_gets_the_start_layer_alone():
+    maps = causal_maps(4, 3, 11)
+    data = live_attention_data(as_mapping(maps), [f"{i}: t" for i in range(11)], 11, 3, (2, 1))
+    first = picture_only(data)
+    assert first["only_layer"] == 2 and first["fingerprint"] == data["fingerprint"]
+    back = decoded_triangles(first["weights"], 1, 3, 11)
+    assert np.array_equal(back[0], decoded_triangles(data["weights"], 4, 3, 11)[2])
+    rest = ("weights", "only_layer")
+    assert {k: v for k, v in first.items() if k not in rest} == {k: v for k, v in data.items() if k not in rest}
 
 
 def test_a_long_prompt_ships_its_last_tokens_within_the_budget_and_says_so():

@@ -29,6 +29,10 @@ function colour(weight) {
   return `rgb(${mix(247, 8)},${mix(251, 48)},${mix(255, 107)})`;
 }
 
+// Whether ``layer``'s maps are here: a new tab's first run sends the start layer's alone (data.only_layer), the
+// run after it every layer.
+const hasLayer = (data, layer) => data.only_layer == null || data.only_layer === layer;
+
 // One query's row: the chosen head's weights, or the mean of every head.
 function row(state, layer, head, query) {
   const { codes, data } = state;
@@ -36,8 +40,9 @@ function row(state, layer, head, query) {
   const start = (query * (query + 1)) / 2;
   const values = new Float64Array(query + 1);
   const heads = head === MEAN ? [...Array(data.heads).keys()] : [head];
+  const first = data.only_layer ?? 0;
   for (const h of heads) {
-    const base = (layer * data.heads + h) * cells + start;
+    const base = ((layer - first) * data.heads + h) * cells + start;
     for (let k = 0; k <= query; k++) values[k] += codes[base + k] / CODE_MAX / heads.length;
   }
   return values;
@@ -167,6 +172,7 @@ function draw(state, byControl = false) {
   const { data, shape } = state;
   const { layer, head, query } = chosen(state);
   state.outputs.layer.textContent = String(layer);
+  if (!hasLayer(data, layer)) return;  // the whole maps are on their way: the run that brings them draws it
   const n = data.tokens;
   for (let q = 0; q < n; q++) {
     const weights = row(state, layer, head, q);
@@ -247,7 +253,15 @@ function buildControls(state) {
 export default function (component) {
   const { data, parentElement, key } = component;
   let root = parentElement.querySelector(":scope > .live-attention");
-  if (root && root.liveState.data.fingerprint === data.fingerprint) return;  // the same maps: keep the view
+  if (root && root.liveState.data.fingerprint === data.fingerprint) {  // the same maps: keep the view
+    const state = root.liveState;
+    if (state.data.only_layer != null && data.only_layer == null) {  // the start layer's, now with every layer
+      state.data = root.liveData = data;
+      state.codes = decode(data);
+      draw(state);
+    }
+    return;
+  }
   if (root) root.remove();
   root = element("div", { class: "live-attention" }, parentElement);
   const state = { root, data, id: `live-attention-${key}`.replace(/[^A-Za-z0-9_-]/g, "-") };

@@ -11,7 +11,7 @@ from lifecycle.stages.vocabulary import show_token
 
 from charts.attention import attention_bars, attention_heatmap, attention_mosaic, logit_lens_chart
 from charts.embeddings import token_labels
-from charts.live_attention import attention_focus, live_attention_data, live_limit_note
+from charts.live_attention import attention_focus, live_attention_data, live_limit_note, picture_only
 from lifecycle.lessons.attention import attention_lesson
 from lifecycle.journey import Inspection
 from lifecycle.stages.forward_pass import ForwardPass, run_forward, token_text
@@ -20,7 +20,7 @@ from ui.tables import fitted_table
 from ui.cache import inspected_prompt
 from ui.text import quoted
 from ui.live_attention import live_attention_maps
-from ui.when_idle import details_ready
+from ui.when_idle import details_ready, idle_told
 
 DETAILS = "attention_details"  # ui.when_idle: the tabs come once the live maps are drawn
 PRONOUN_SENTENCE = "The programmer fixed the bug because it caused crashes."
@@ -65,7 +65,7 @@ def render() -> None:
         lesson(attention_lesson(focus, len(forward.ids), quoted(texts[offset]), quoted(texts[-1]),
                                 quoted(texts[offset + focus.key])))
         data = live_attention_data(forward.attentions, labels, len(forward.ids), group, (focus.layer, focus.head))
-        live_attention_maps(data, key="attention_live")
+        live_attention_maps(data if idle_told(DETAILS) else picture_only(data), key="attention_live")
         notes = [note for note in (forward.attention_note, live_limit_note(data)) if note]
         if notes:
             st.info(" ".join(notes), icon=":material/content_cut:")

@@ -98,9 +98,26 @@ def _payload(page, url_path: str) -> int:
     return page.locator(LIVE[url_path]).evaluate("root => JSON.stringify(root.liveData).length")
 
 
+# The live maps' first drawing, and which layers the data it was drawn from held.
+_FIRST_MAPS = """() => document.addEventListener('DOMContentLoaded', () => new MutationObserver((_, observer) => {
+  const root = document.querySelector('.live-attention');
+  if (!root || !root.dataset.shown) return;
+  window.firstMaps = {shown: JSON.parse(root.dataset.shown), onlyLayer: root.liveData.only_layer ?? null};
+  observer.disconnect();
+}).observe(document.body, {childList: true, subtree: true, attributes: true}))"""
+
+
 def test_attention_forward_pass_and_next_token_controls_redraw_in_the_browser(app_url, page):
+    page.add_init_script(f"({_FIRST_MAPS})()")
     open_page(page, app_url, "attention", prompt=PROMPT, temperature=0)
     expect(page.locator(EXCEPTION)).to_have_count(0)
+    # A new tab's first run sent the start layer alone and the maps were drawn from it; the run after it brought
+    # every layer, and the same view drawn from those is the same.
+    first = page.evaluate("window.firstMaps")
+    full = page.locator(LIVE["attention"]).evaluate("root => ({shown: JSON.parse(root.dataset.shown), "
+                                                    "onlyLayer: root.liveData.only_layer ?? null})")
+    assert first["onlyLayer"] == first["shown"]["layer"] and full["onlyLayer"] is None
+    assert first["shown"] == full["shown"]
     payloads = {"attention": _payload(page, "attention")}
     attention = _measure(page, "attention", ["layer", "head", "query"])
     # The redrawn map is the data's: the drawn row is the chosen (layer, head, query)'s decoded weights.
