@@ -3,7 +3,8 @@
 The component (ui/live_sampling.js, .css) is mounted in the page's own DOM (no iframe, nothing
 fetched at run time) and receives charts.live_sampling's data. Each slider move redraws the chart in
 the browser; when a slider rests, its settings come back to Python, which reruns the page's what-if
-part so the numbers and charts below follow.
+part so the numbers and charts below follow. A new tab's first run sends the chart's opening without the
+logits (``picture_only``); they come in the run after.
 """
 
 from __future__ import annotations

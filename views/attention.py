@@ -1,7 +1,8 @@
 """Attention page: attention weights per layer and head, and the logit lens across layers.
 
 The live maps (ui.live_attention) are the picture; the tabs under them (Plotly charts, a data grid) come in the
-run after the maps are drawn (ui.when_idle), so a new tab does not wait for plotly.js.
+run after the maps are drawn (ui.when_idle), so a new tab does not wait for plotly.js. That first run sends the maps
+of the layer shown alone; every layer comes with the tabs.
 """
 
 import numpy as np
