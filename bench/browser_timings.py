@@ -27,7 +27,9 @@ from ui.stages import HOME, STAGES
 
 OPEN_TARGET_S = 1.0
 REDRAW_TARGET_MS = 150
-OPEN_REPEATS = 3
+# Five new tabs a page: a new tab's time moves by ~0.05 s from one to the next on this machine, and a median of three
+# moved a page across the 1 s line from one run to the next (Take it home: 0.96, then 1.02).
+OPEN_REPEATS = 5
 INSTANT_CONTROLS_FILE = "instant-controls.json"  # tests/browser/test_instant_controls.py
 INSTANT_FILE = "instant-generation.json"  # tests/browser/test_instant_generation.py
 INSTANT_FRAGMENTS_FILE = "instant-fragments.json"  # tests/browser/test_instant_controls.py, the fragments
