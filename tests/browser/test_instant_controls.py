@@ -107,6 +107,31 @@ _FIRST_MAPS = """() => document.addEventListener('DOMContentLoaded', () => new M
 }).observe(document.body, {childList: true, subtree: true, attributes: true}))"""
 
 
+# On the live maps' first drawing, from the start layer alone: choose the next layer at once, before the run that
+# brings every layer, and keep what the maps showed then.
+_LAYER_BEFORE_THE_MAPS = """() => document.addEventListener('DOMContentLoaded', () => new MutationObserver((_, observer) => {
+  const root = document.querySelector('.live-attention');
+  if (!root || !root.dataset.shown) return;
+  observer.disconnect();
+  const input = root.querySelector('input[data-control="layer"]');
+  const onlyLayer = root.liveData.only_layer ?? null;
+  input.value = String((Number(input.value) + 1) % root.liveData.layers);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  window.moved = {onlyLayer, layer: Number(input.value), shown: JSON.parse(root.dataset.shown)};
+}).observe(document.body, {childList: true, subtree: true, attributes: true}))"""
+
+
+def test_a_layer_chosen_before_every_layer_arrives_is_drawn_when_it_does(app_url, page):
+    page.add_init_script(f"({_LAYER_BEFORE_THE_MAPS})()")
+    open_page(page, app_url, "attention", prompt=PROMPT, temperature=0)
+    moved = page.evaluate("window.moved")
+    assert moved["onlyLayer"] == moved["shown"]["layer"] != moved["layer"]  # the maps stayed at the start layer
+    shown = json.loads(page.locator(LIVE["attention"]).get_attribute("data-shown"))
+    assert shown["layer"] == moved["layer"] and shown["query"] == moved["shown"]["query"]
+    assert page.locator(LIVE["attention"]).evaluate("root => root.liveData.only_layer ?? null") is None
+    assert abs(sum(shown["row"]) - 1) < 1e-3 and shown["row"] != moved["shown"]["row"]
+
+
 def test_attention_forward_pass_and_next_token_controls_redraw_in_the_browser(app_url, page):
     page.add_init_script(f"({_FIRST_MAPS})()")
     open_page(page, app_url, "attention", prompt=PROMPT, temperature=0)

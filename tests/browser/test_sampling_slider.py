@@ -261,6 +261,37 @@ def test_the_live_chart_is_legible_at_every_size(app_url, page, screenshots):
 
 
 
+# On the live chart's first drawing, made without the logits (a new tab's first run does not send them): move the
+# temperature slider at once, before the run that brings them, and keep what the chart said then.
+_MOVE_BEFORE_THE_LOGITS = """() => document.addEventListener('DOMContentLoaded', () => new MutationObserver((_, observer) => {
+  const root = document.querySelector('.live-sampling');
+  if (!root || !root.dataset.probabilities) return;
+  observer.disconnect();
+  const input = root.querySelector('input[data-knob="temperature"]');
+  const logits = root.liveData.logits;
+  input.value = '0.5';
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  input.dispatchEvent(new Event('change', {bubbles: true}));  // let go: the settings go to Python once it rests
+  window.moved = {logits, drawn: JSON.parse(root.dataset.probabilities)};
+}).observe(document.body, {childList: true, subtree: true, attributes: true}))"""
+
+
+def test_a_slider_moved_before_the_logits_arrive_is_drawn_when_they_do(app_url, page):
+    page.add_init_script(f"({_MOVE_BEFORE_THE_LOGITS})()")
+    open_page(page, app_url, "sampling", prompt=PROMPT, temperature=0.7, max_tokens=4)
+    moved = page.evaluate("window.moved")
+    # Moved with no logits yet: the chart stayed as Python drew it, at the link's settings.
+    assert moved["logits"] is None
+    assert moved["drawn"]["by"] == "python" and moved["drawn"]["settings"]["temperature"] == 0.7
+    _wait_python_has(page, "temperature", "0.5")
+    drawn = json.loads(_live(page).get_attribute("data-probabilities"))
+    assert drawn["by"] == "browser" and drawn["settings"]["temperature"] == 0.5
+    expected = apply_sampling(_logits(page), SamplingSettings(temperature=0.5))
+    ids = np.array([token["id"] for token in drawn["shown"]])
+    np.testing.assert_allclose([t["final"] for t in drawn["shown"]], expected.final_probs[ids], rtol=1e-9, atol=1e-12)
+    assert metric(page, "Entropy after") == f"{expected.entropy_bits:.2f} bits"  # and the page below followed
+
+
 def test_a_run_begun_before_the_last_send_does_not_move_the_slider_back(app_url, page):
     """Under load a rerun can end after the visitor's next step was sent: its settings are older. The server's
     replies are held while the slider takes a second step, then let through in order: the slider never shows the
