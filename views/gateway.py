@@ -4,6 +4,9 @@
 visitor's own: the real API code with a demo key, its own rate-limit buckets and its own in-memory
 log, so no configured key's budget is spent and the server's call log gets no row. A visitor who
 presents their API key also sees the gateway's decisions on their own real API calls.
+
+The request's form is the picture; the rate-limit what-if (its inputs, chart and table) and the visitor's own calls
+come in the run after it is drawn (ui.when_idle), so a new tab does not wait for their code.
 """
 
 from datetime import datetime
@@ -26,6 +29,7 @@ from ui.deployment import local_only
 from ui.frame import lesson, stage_page
 from ui.tables import fitted_table
 from ui.text import literal, ms
+from ui.when_idle import details_ready
 
 WRONG_KEY = "sk-wrong-0000000000000000"
 DEMO_KEY = "demo"
@@ -34,6 +38,7 @@ BURST_ROWS_SHOWN = 25  # rows of the burst table in view without scrolling
 DEMO_STATE = "gateway_demo"  # session state: this visitor's own demo gateway
 ANSWER_STATE = "gateway_demo_answer"
 VISITOR_KEY_STATE = "live_calls_key"  # the key a visitor presented on the Live calls page (session only)
+DETAILS = "gateway_details"  # ui.when_idle: the rate-limit what-if and the visitor's own calls follow the form
 STEP_ICONS = {"passed": ":material/check_circle:", "admitted": ":material/check_circle:", "recorded": ":material/save:",
               "refused": ":material/block:", "cancelled": ":material/remove_circle_outline:",
               "charged": ":material/check_circle:", "not charged": ":material/remove_circle_outline:"}
@@ -205,5 +210,7 @@ def render() -> None:
         usage = journey.response["usage"]
         lesson(gateway_lesson(usage["prompt_tokens"], journey.input.max_tokens, journey.model_name))
         _demo_call(journey, settings)
+        if not details_ready(DETAILS):
+            return
         _limit_demo(journey)
         _own_calls()

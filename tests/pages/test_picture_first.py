@@ -27,6 +27,7 @@ WIDGETS = ("table", "metric", "slider", "radio", "text_area", "text_input", "num
            "toggle", "button", "segmented_control", "button_group")
 PART_OF_THE_PICTURE = {
     "tokenization": {"metric"},  # each tokenizer's token count, over its chips
+    "gateway": {"radio", "text_input", "button"},  # the picture is the request's form: the key, the model, send
     "live-calls": {"text_input", "metric"},  # the live panel is the picture, read for the key presented above it
 }
 
