@@ -21,11 +21,11 @@ def test_a_session_opens_the_page_it_asks_for_and_waits_until_it_is_finished(app
 def test_a_session_asks_for_the_details_run_a_browser_asks_for_once_the_picture_is_drawn(app_url):
     """The Generation page holds its details back until the browser has drawn its replay (ui.when_idle): the
     session then asks for that run, as chromium does, and the page is finished only after it. A page with no
-    details (Gateway) asks for one run too in a new session: the one that draws the settings widgets."""
+    details (Failures) asks for one run too in a new session: the one that draws the settings widgets."""
     result = run_coroutine(visit(app_url, "generation", {"prompt": "Why is salt salty?", "max_tokens": 4}))
     assert result.finished and result.told_drawn == 1 and result.runs >= 2, result
     assert not result.exceptions and not result.errors and not missing_title(result)
-    plain = run_coroutine(visit(app_url, "gateway", {"prompt": "Why is salt salty?", "max_tokens": 4}))
+    plain = run_coroutine(visit(app_url, "failures", {"prompt": "Why is salt salty?", "max_tokens": 4}))
     assert plain.finished and (plain.runs, plain.told_drawn) == (2, 1), plain
     assert not plain.exceptions and not plain.errors and not missing_title(plain)
 

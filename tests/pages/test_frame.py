@@ -73,8 +73,8 @@ LINKS = {
 @pytest.mark.parametrize("link", LINKS.values(), ids=LINKS)
 def test_a_new_tabs_first_run_reads_the_link_as_the_widgets_then_take_it(run_page, link):
     """A new tab's first run draws no settings widgets and reads the link itself (ui.settings.url_settings); the
-    Gateway page has no details of its own, so the frame asks the browser for the run that draws them."""
-    app = run_page("gateway", drawn=False, **link)
+    Failures page has no details of its own, so the frame asks the browser for the run that draws them."""
+    app = run_page("failures", drawn=False, **link)
     assert not app.exception and not app.sidebar.text_area and not app.sidebar.slider
     expected = url_settings(link)
     assert expected["prompt"][:40] in " ".join(texts(app))
@@ -84,10 +84,11 @@ def test_a_new_tabs_first_run_reads_the_link_as_the_widgets_then_take_it(run_pag
     assert {key: type(app.session_state[key]) for key in expected} == {key: type(v) for key, v in expected.items()}
 
 
-@pytest.mark.parametrize(("url_path", "frame_asks"), [("tokenization", False), ("sampling", True), ("gateway", True)])
+@pytest.mark.parametrize(("url_path", "frame_asks"), [("tokenization", False), ("gateway", False), ("sampling", True),
+                                                      ("failures", True)])
 def test_a_new_tab_asks_once_for_the_run_that_draws_the_settings(run_page, url_path, frame_asks):
-    """Tokenization's details come in the page's next run, which draws the widgets too; Sampling's come in its
-    what-if fragment's run, which would not, and Gateway has none: the frame asks for the run itself."""
+    """Tokenization's and Gateway's details come in the page's next run, which draws the widgets too; Sampling's come
+    in its what-if fragment's run, which would not, and Failures has none: the frame asks for the run itself."""
     app = run_page(url_path, drawn=False)
     assert not app.exception and not app.sidebar.slider
     assert bool(components(app, SETTINGS_LATER)) == frame_asks
