@@ -51,7 +51,7 @@ class PrefixProxy:
         self.loop.run_until_complete(self.runner.setup())
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         self.loop.run_until_complete(site.start())
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
         started.set()
         self.loop.run_forever()
 
