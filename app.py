@@ -11,13 +11,14 @@ import os
 import streamlit as st
 
 from lifecycle.api.routes import api_routes, default_server
+from lifecycle.api.serving import before_pages_ready
 from lifecycle.api.warm_route import warm_routes
 from lifecycle.model import THREADS_ENV
 from ui.deep_links import deep_link_routes
 from ui.deployment import streamlit_secrets
 from ui.settings import page_journey_input
 from ui.stages import STAGES
-from ui.warm_pages import prepare_pages
+from ui.warm_pages import import_views, prepare_pages
 
 # The browser usually runs on the same machine (a laptop in a workshop): leave it a core, since
 # oversubscribed OpenMP threads slow generation far more than one thread fewer does.
@@ -33,3 +34,5 @@ if __name__ == "__main__":
     from ui.frame import run_app
 
     run_app()
+else:  # imported once by `streamlit run` to find the ASGI app
+    before_pages_ready(import_views)

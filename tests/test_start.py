@@ -59,6 +59,36 @@ def test_health_is_ready_before_the_prime_and_the_deferred_work_follows(loaded, 
     assert serving.pages_state() == "ready"
 
 
+def test_work_for_the_pages_runs_in_the_loader_before_they_are_said_ready(loaded, monkeypatch):
+    """What app.py registers (its pages' imports) runs last in the loader, /health's "pages" saying "loading" until
+    it is done; a failing piece is logged and the rest runs; one registered after the loader runs at once."""
+    monkeypatch.setattr(serving, "_status", ModelStatus("loading", loaded.name))
+    monkeypatch.setattr(serving, "_page_work", [])
+    monkeypatch.setattr(serving, "_page_work_done", [])
+    monkeypatch.setattr(serving, "_loader_done", False)
+    seen = []
+
+    def failing() -> None:
+        raise ImportError("a page's module is broken")
+
+    def work() -> None:
+        seen.append((threading.current_thread().name, loaded.hf_model is not None, serving.pages_state()))
+
+    for registered in (failing, work, work):
+        serving.before_pages_ready(registered)
+    assert seen == [] and serving.pages_state() == "loading"
+    loader = threading.Thread(target=serving._load, name=serving.LOADER_THREAD, daemon=True)
+    loader.start()
+    loader.join(120)
+    assert seen == [(serving.LOADER_THREAD, True, "loading")]  # once, after the hooked model, before "ready"
+    assert serving.pages_state() == "ready"
+    late = []
+    serving.before_pages_ready(lambda: late.append((threading.current_thread().name, serving.pages_state())))
+    assert late == [(threading.current_thread().name, "ready")]
+    serving.before_pages_ready(work)
+    assert len(seen) == 1
+
+
 def test_pages_say_failed_when_their_model_cannot_be_built(loaded, monkeypatch):
     from lifecycle.engine import checkpoint
 

@@ -61,9 +61,10 @@ _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)[.!?](?:\*\*|`|\)|\"
 
 
 def streamlit_page(page: StagePage) -> st.Page:
-    """The st.Page that runs ``page``'s ``render()``. Its view is imported on the page's first open, so a
-    session pays for the pages it opens, not for all of them. Streamlit identifies a page by its URL path,
-    so a link built from a new st.Page of the same stage opens the one registered with the navigation."""
+    """The st.Page that runs ``page``'s ``render()``. Its view is imported before the server says its pages are
+    ready (app.py, ui.warm_pages.import_views), or on the page's first open if that comes first (or where app.py is
+    not imported: AppTest runs it as a script). Streamlit identifies a page by its URL path, so a link built from a new
+    st.Page of the same stage opens the one registered with the navigation."""
 
     def render() -> None:
         import_module(page.view).render()

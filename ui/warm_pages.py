@@ -14,7 +14,15 @@ from importlib import import_module
 
 from lifecycle.model import LoadedModel, shared_model
 from ui.settings import JourneySettings
-from ui.stages import STAGES
+from ui.stages import HOME, STAGES
+
+
+def import_views() -> None:
+    """Import every page's view, with what they import (plotly, pandas, the openai SDK: ~1.4 s here). app.py has
+    the loader run it before /health says the pages are ready: otherwise the first visitor of a page pays for its
+    import, and a class opening that page at once waits behind that visitor's import lock."""
+    for page in (HOME, *STAGES):
+        import_module(page.view)
 
 
 def page_preparers() -> dict[str, Callable[[JourneySettings, LoadedModel], None]]:

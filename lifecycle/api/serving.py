@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -121,6 +121,9 @@ _queue = ModelQueue(int(os.environ.get("LIFECYCLE_QUEUE_CAPACITY", DEFAULT_QUEUE
 _status = ModelStatus("idle", model_name())
 _status_lock = threading.Lock()
 _pages_failed = False  # the loader could not build what the pages need (they raise its error themselves)
+_page_work: list[Callable[[], None]] = []  # before_pages_ready's work the loader has still to run
+_page_work_done: list[Callable[[], None]] = []
+_loader_done = False  # the loader has built what the pages need and run _page_work
 
 
 def model_queue() -> ModelQueue:
@@ -150,10 +153,12 @@ def model_status() -> ModelStatus:
 def pages_state() -> str:
     """Whether a page's own model work can start at once: "ready" once the Hugging Face model the pages'
     inspection passes hook is built (the loader builds it after the engine's first job, so the API is
-    served a few seconds earlier), "loading" before, "failed" if the loader could not build it."""
+    served a few seconds earlier) and the work registered with ``before_pages_ready`` is done, "loading"
+    before, "failed" if the loader could not build the model."""
     if _pages_failed:
         return "failed"
-    return "ready" if is_loaded() and shared_model().hf_model is not None else "loading"
+    ready = is_loaded() and shared_model().hf_model is not None and not _page_work
+    return "ready" if ready else "loading"
 
 
 def engine_load() -> dict[str, int] | None:
@@ -198,4 +203,42 @@ def _load() -> None:
     except Exception:  # noqa: BLE001 - the request or page that needs it raises the same error, with its message
         _pages_failed = True
         _log.exception("the template prefix or the Hugging Face model could not be built")
+        return
+    _prepare_pages()
+
+
+def before_pages_ready(work: Callable[[], None]) -> None:
+    """Have the loader run ``work`` once it has built what the pages need, before ``pages_state`` says "ready" (the
+    app imports its pages' modules so: a class arriving then does not wait on the first visitor's import); at once,
+    here, if the loader is already past that point. ``work`` already registered is not run again."""
+    with _status_lock:
+        if work in _page_work or work in _page_work_done:
+            return
+        if not _loader_done:
+            _page_work.append(work)
+            return
+        _page_work_done.append(work)
+    _run_page_work(work)
+
+
+def _prepare_pages() -> None:
+    """The loader's last step: the work registered with ``before_pages_ready``, one after the other."""
+    global _loader_done
+    while True:
+        with _status_lock:
+            if not _page_work:
+                _loader_done = True
+                return
+            work = _page_work[0]
+        _run_page_work(work)
+        with _status_lock:
+            _page_work.remove(work)
+            _page_work_done.append(work)
+
+
+def _run_page_work(work: Callable[[], None]) -> None:
+    try:
+        work()
+    except Exception:  # noqa: BLE001 - optional: a page needing it does it again and shows the error there
+        _log.exception("work before the pages were ready failed")
 
