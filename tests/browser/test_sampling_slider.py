@@ -91,10 +91,17 @@ def _wait_python_has(page, knob: str, value: str) -> None:
     wait_idle(page)
 
 
+_SENT = "root => ({logits: root.liveData.logits, dtype: root.liveData.dtype, moved: root.liveData.moved})"
+# The data the browser holds and its transform at ``settings``, read in one task: no rerun comes in between.
+_SENT_AND_SET = f"(root, settings) => ({{sent: ({_SENT})(root), computed: ({_SET})(root, settings)}})"
+
+
 def _logits(page) -> np.ndarray:
     """The scores the browser starts from: the logits it was sent, with the repetition penalty's moves."""
-    data = _live(page).evaluate("root => ({logits: root.liveData.logits, dtype: root.liveData.dtype, "
-                                "moved: root.liveData.moved})")
+    return _scores(_live(page).evaluate(_SENT))
+
+
+def _scores(data: dict) -> np.ndarray:
     dtype = "<f4" if data["dtype"] == "float32" else "<f8"
     scores = np.frombuffer(base64.b64decode(data["logits"]), dtype=dtype).astype(np.float64)
     for token_id, value in data["moved"]:
@@ -200,10 +207,12 @@ def test_the_browser_resamples_exactly_as_python_does(app_url, page):
         penalty.press("ArrowRight")
     page.wait_for_function(f"() => document.querySelector('{LIVE}').liveData.fingerprint !== '{fingerprint}'")
     wait_idle(page)
-    penalized = _logits(page)
-    assert live.evaluate("root => root.liveData.moved.length") > 0 and not np.array_equal(penalized, scores)
+    # Each key press may rerun the page: a later run can still bring the logits of a later step, so the logits
+    # and the transform compared are read together.
     settings = {"temperature": 1.0, "top_k": 0, "top_p": 0.8, "min_p": 0.0}
-    computed = live.evaluate(_SET, settings)
+    read = live.evaluate(_SENT_AND_SET, settings)
+    penalized, computed = _scores(read["sent"]), read["computed"]
+    assert read["sent"]["moved"] and not np.array_equal(penalized, scores)
     expected = apply_sampling(penalized, SamplingSettings(**settings))
     ids = np.array([token["id"] for token in computed["shown"]])
     np.testing.assert_allclose([t["final"] for t in computed["shown"]], expected.final_probs[ids], rtol=1e-9,
