@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import html
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -55,6 +56,20 @@ def stage_figures(journey: Journey, token_text: Callable[[int], str], cache_byte
     if journey.stream_metrics.inter_token:
         figures["Streaming"] = [inter_token_latency(np.asarray(journey.stream_metrics.inter_token))]
     return figures
+
+
+def contents_table(sections: Sequence[HandoutSection]) -> str:
+    """What the handout holds, stage by stage, as an HTML table (every text escaped): the stage, its key numbers and
+    how many charts it carries. Plain HTML, so a new tab draws it with the message that brings it, without waiting
+    for the code of Streamlit's Arrow tables."""
+    rows = "".join(
+        f"<tr><th scope=\"row\">{html.escape(section.title)}</th>"
+        f"<td>{html.escape('; '.join(f'{key}: {value}' for key, value in section.facts))}</td>"
+        f"<td>{len(section.figures)}</td></tr>"
+        for section in sections
+    )
+    return (f'<table class="handout-contents"><thead><tr><th scope="col">stage</th><th scope="col">key numbers</th>'
+            f'<th scope="col">charts</th></tr></thead><tbody>{rows}</tbody></table>')
 
 
 def figure_json(figure: go.Figure) -> str:

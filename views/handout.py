@@ -1,9 +1,8 @@
 """Take it home: download this prompt's whole journey as one offline HTML file."""
 
-import pandas as pd
 import streamlit as st
 
-from charts.handout import handout_document
+from charts.handout import contents_table, handout_document
 from lifecycle.stages.forward_pass import token_text
 from lifecycle.lessons.handout import handout_lesson
 from lifecycle.journey import Journey
@@ -39,13 +38,4 @@ def render() -> None:
                            mime="text/html", type="primary", icon=":material/download:", key="handout_download",
                            on_click="ignore")
         st.subheader("What is inside", anchor=False)
-        # A static table: the key numbers wrap inside their cells, so every stage and number shows on any screen.
-        st.table(
-            pd.DataFrame(
-                {
-                    "stage": [s.title for s in sections],
-                    "key numbers": ["; ".join(f"{k}: {v}" for k, v in s.facts) for s in sections],
-                    "charts": [len(s.figures) for s in sections],
-                }
-            ).set_index("stage")
-        )
+        st.html(contents_table(sections))  # the key numbers wrap inside their cells on any screen (ui/layout.css)

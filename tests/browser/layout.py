@@ -31,7 +31,7 @@ _PLOTLY_TEXTS = """() => [...document.querySelectorAll('[data-testid="stPlotlyCh
 })"""
 
 # Every dataframe's scroller: wider content than box means a column is cut (needs inner scrolling).
-_TABLES = """() => [...document.querySelectorAll('[data-testid="stDataFrame"], [data-testid="stTable"]')]
+_TABLES = """() => [...document.querySelectorAll('[data-testid="stDataFrame"], [data-testid="stTable"], [data-testid="stHtml"]:has(table)')]
   .filter(table => table.offsetParent !== null && !table.closest('details:not([open])'))
   .map((table, index) => {
     const scroller = table.querySelector('.dvn-scroller') || table.querySelector('table')?.parentElement || table;

@@ -45,7 +45,7 @@ MAIN_VISUAL = {
     "attention": ".live-attention svg",  # the live maps (ui/live_attention.js)
     "forward-pass": ".live-block svg",  # the live block (ui/live_block.js)
     "guess": '[data-testid="stForm"], [data-testid="stPlotlyChart"]',  # the round: its options, then its answer
-    "handout": '[data-testid="stTable"]',  # what the handout holds, stage by stage
+    "handout": '.handout-contents',  # what the handout holds, stage by stage
     "generation": ".live-replay svg",  # the step replay (ui/live_replay.js), drawn in SVG
     "kv-cache": ".live-replay svg",  # the growth slider's bars
     "streaming": ".live-replay svg",  # the recorded stream's replay

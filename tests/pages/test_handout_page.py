@@ -9,7 +9,7 @@ from lifecycle.stages.generation import generate
 from lifecycle.stages.sampling import SamplingSettings, next_token_distribution
 from lifecycle.stages.tokenization import tokenize
 from lifecycle.stages.vocabulary import show_token
-from tests.pages.harness import markdowns
+from tests.pages.harness import html_table, markdowns
 
 PROMPT = "Why is the sea salty?"
 MAX_TOKENS = 4
@@ -24,15 +24,16 @@ def app(loaded):
 
 def facts(app) -> dict[str, str]:
     """Stage title -> its "key numbers" cell in the preview table."""
-    table = app.table[0].value  # a static table indexed by stage
+    table = html_table(app, "handout-contents")  # indexed by stage
     return dict(zip(table.index, table["key numbers"]))
 
 
 def test_lesson_counts_the_stages_and_charts_in_the_preview(app):
     assert not app.exception and not app.error
-    table = app.table[0].value
+    table = html_table(app, "handout-contents")
     lesson = next(m for m in markdowns(app) if "One file with this prompt's whole journey" in m)
-    assert f"**{len(table)} stages**" in lesson and f"**{int(table['charts'].sum())} interactive charts**" in lesson
+    charts = table["charts"].astype(int).sum()
+    assert f"**{len(table)} stages**" in lesson and f"**{charts} interactive charts**" in lesson
 
 
 def test_key_numbers_are_this_prompts_tokens_distribution_and_generation(app, loaded):
