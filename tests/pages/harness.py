@@ -15,7 +15,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from html.parser import HTMLParser
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -40,6 +39,7 @@ from streamlit.testing.v1 import AppTest, local_script_runner
 from streamlit.util import calc_hash
 
 from tests.details import details_keys
+from tests.html_cells import read_table
 from ui.frame import MORE_LESSON
 from ui.stages import stage
 
@@ -190,37 +190,11 @@ def _query_value(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-class _TableCells(HTMLParser):
-    """The cells of every row of an HTML table, as text (entities unescaped)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.rows: list[list[str]] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs) -> None:
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("th", "td"):
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("th", "td") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-
-
 def html_table(app: AppTest, css_class: str) -> pd.DataFrame:
     """The table of class ``css_class`` a page drew with st.html, as the browser shows its text: the header row's
     cells name the columns, each row's first cell is its index."""
     (body,) = [h.proto.body for h in app.get("html") if f'<table class="{css_class}"' in h.proto.body]
-    parser = _TableCells()
-    parser.feed(body)
-    header, *rows = parser.rows
+    header, *rows = read_table(body).rows
     return pd.DataFrame([row[1:] for row in rows], index=pd.Index([row[0] for row in rows], name=header[0]),
                         columns=header[1:])
 
