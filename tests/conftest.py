@@ -29,8 +29,21 @@ from tests.browser.shared_app import SHARED_DIR_ENV, stop_shared_app
 if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("LIFECYCLE_TORCH_THREADS"):
     import torch
 
+    from lifecycle.engine import scheduler
+
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
+    # A class's steps too (more requests than scheduler.ROOM_REQUESTS, e.g. the Agent page's injection measurement):
+    # the app runs them on every core, which here puts two OpenMP threads of a worker on cores the others are using.
+    # Measured with one core kept busy, the Agent page's test took 47 s of CPU so against 30 s on the worker's share.
+    # This process's engines only: the app servers the browser tests start keep the app's own setting.
+    _engine_init = scheduler.Engine.__init__
+
+    def _on_the_workers_share(self, *args, **kwargs) -> None:
+        _engine_init(self, *args, **kwargs)
+        self.room_threads = self.threads
+
+    scheduler.Engine.__init__ = _on_the_workers_share
 
 
 _shared_dir_made_here: Path | None = None

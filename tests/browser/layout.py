@@ -11,6 +11,8 @@ import math
 
 from playwright.sync_api import Page
 
+from tests.browser.app_page import POLL_MS
+
 TOLERANCE_PX = 1.5  # anti-aliasing and sub-pixel rounding, not a real overlap
 
 # Every visible text of every Plotly chart as the four corners of its box on screen (rotated tick
@@ -184,7 +186,7 @@ _VISUAL_SHOWN = """(selector) => document.querySelector('[data-testid="stMain"]'
 def wait_for_visual(page: Page, selector: str) -> None:
     """Until an element matching ``selector`` is in the main area: the script run can end before a component
     has drawn its SVG or a table's code has loaded (seen on a loaded machine: the layout stood still first)."""
-    page.wait_for_function(_VISUAL_SHOWN, arg=selector)
+    page.wait_for_function(_VISUAL_SHOWN, arg=selector, polling=POLL_MS)
 
 
 def first_top(page: Page, selector: str) -> float | None:

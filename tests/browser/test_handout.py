@@ -9,7 +9,7 @@ from charts.handout import handout_document
 from lifecycle.stages.forward_pass import token_text
 from lifecycle.journey import JourneyInput, run_journey
 from lifecycle.stages.kv_cache import KVCacheShape
-from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, full_screenshot, main_text, open_page, wait_idle
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, POLL_MS, full_screenshot, main_text, open_page, wait_idle
 from ui.stages import PHASES
 
 PROMPT = 'Say hi. <script>window.injected = 1</script> & "quotes"'
@@ -39,7 +39,8 @@ def test_handout_opens_offline_with_every_stage_and_chart(browser, handout, scre
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(path.as_uri())
     charts = sum(len(s.figures) for s in sections)
-    page.wait_for_function(f"document.querySelectorAll('.chart .main-svg').length >= {charts}", timeout=30_000)
+    page.wait_for_function(f"document.querySelectorAll('.chart .main-svg').length >= {charts}", timeout=30_000,
+                           polling=POLL_MS)
     headings = page.locator("h2").all_inner_texts()
     stages = [p.title for phase in JOURNEY_PHASES for p in PHASES[phase] if p.url_path not in ("",)]
     for title in stages:
@@ -62,7 +63,8 @@ def test_one_click_on_the_page_downloads_the_handout(app_url, page, browser, tmp
     context = browser.new_context(offline=True)
     opened = context.new_page()
     opened.goto(saved.as_uri())
-    opened.wait_for_function("document.querySelectorAll('.chart .main-svg').length >= 8", timeout=30_000)
+    opened.wait_for_function("document.querySelectorAll('.chart .main-svg').length >= 8", timeout=30_000,
+                             polling=POLL_MS)
     assert "Name a fruit." in opened.locator("pre").first.inner_text()
     context.close()
 
@@ -76,7 +78,7 @@ def test_a_round_of_the_game_in_the_browser(app_url, page, screenshots):
     expect(main.get_by_text("Rank", exact=True)).to_be_visible()
     wait_idle(page)
     assert "was read as the token" in main_text(page)
-    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
     page.set_viewport_size({"width": 1024, "height": 768})
     full_screenshot(page, screenshots / "guess-revealed-1024.png")
     main.get_by_role("button", name="Next round").click()

@@ -24,7 +24,7 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser_timings import INSTANT_CONTROLS_FILE, INSTANT_FRAGMENTS_FILE, STEPS_FILLED
-from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, open_page, wait_idle
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, POLL_MS, open_page, wait_idle
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.streamlit_socket import FRAGMENT_FINISHED, Socket
 
@@ -54,7 +54,8 @@ def _step(page, selector: str, move) -> float:
     draws = int(live.get_attribute("data-control-draws") or 0)
     shown = live.get_attribute("data-shown")
     move()
-    page.wait_for_function(f"() => Number(document.querySelector('{selector}').dataset.controlDraws) > {draws}")
+    page.wait_for_function(f"() => Number(document.querySelector('{selector}').dataset.controlDraws) > {draws}",
+                           polling=POLL_MS)
     assert live.get_attribute("data-shown") != shown, "the figure must change"
     return live.evaluate("root => Number(root.dataset.controlDrawnAt) - window.redraw.at")
 
@@ -76,7 +77,8 @@ def _moves(live, name: str, count: int):
 
 def _measure(page, url_path: str, controls: list[str]) -> dict:
     live = page.locator(LIVE[url_path])
-    page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0")
+    page.wait_for_function(f"() => Number(document.querySelector('{LIVE[url_path]}')?.dataset.draws) > 0",
+                           polling=POLL_MS)
     page.evaluate(_WATCH_RUNS)
     measured = {}
     for name in controls:
@@ -213,7 +215,7 @@ def _fragment_run(page, socket: Socket, act) -> float:
     asked, seconds, status = socket.run_after(act)
     assert all(m.rerun_script.fragment_id for m in asked), "the whole page ran again"
     assert status == FRAGMENT_FINISHED
-    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
     return seconds * 1000
 
 
@@ -222,7 +224,7 @@ def _opened(page, app_url: str, url_path: str):
     page's main block)."""
     socket = Socket(page)
     open_page(page, app_url, url_path, prompt=PROMPT, temperature=0)
-    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
     wait_idle(page)
     return socket, page.get_by_test_id("stMainBlockContainer")
 

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.browser_timings import INSTANT_FILE
-from tests.browser.app_page import EXCEPTION, wait_idle
+from tests.browser.app_page import EXCEPTION, POLL_MS, wait_idle
 from tests.browser.conftest import PAGE_TIMEOUT_MS
 
 pytestmark = pytest.mark.browser
@@ -63,7 +63,8 @@ def _move(page, root, control) -> tuple[float, dict]:
     """Work ``control`` once; the redraw time (ms) and what the replay shows after it."""
     draws = int(root.get_attribute("data-draws") or 0)
     control()
-    page.wait_for_function("([root, draws]) => Number(root.dataset.draws) > draws", arg=[root.element_handle(), draws])
+    page.wait_for_function("([root, draws]) => Number(root.dataset.draws) > draws", arg=[root.element_handle(), draws],
+                           polling=POLL_MS)
     took = root.evaluate("root => Number(root.dataset.drawnAt) - window.pressed")
     return took, root.evaluate(_SHOWN)
 
@@ -128,7 +129,7 @@ def test_every_control_redraws_in_the_browser_without_a_script_run(app_url, page
     root.get_by_role("button", name="⏮ First").click()
     root.get_by_role("button", name="▶ Play").click()  # the stream on its own clock
     page.wait_for_function("root => Number(root.dataset.index) === root.liveData.at.length - 1",
-                           arg=root.element_handle(), timeout=30_000)
+                           arg=root.element_handle(), timeout=30_000, polling=POLL_MS)
     assert root.locator(".lr-answer").inner_text() == "".join(data["text"])
     assert page.evaluate("window.scriptRuns") == 0
 

@@ -14,8 +14,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.app_page import (CHARTS_DRAWN, EXCEPTION, PAGE_TIMEOUT_MS, full_screenshot, main_text, open_page,
-                                   wait_idle, wait_still)
+from tests.browser.app_page import (CHARTS_DRAWN, EXCEPTION, PAGE_TIMEOUT_MS, POLL_MS, full_screenshot, main_text,
+                                   open_page, wait_idle, wait_still)
 from tests.browser.layout import (chart_text_problems, cut_text_problems, first_top, live_figure_problems,
                                   table_problems, wait_for_visual)
 from ui.frame import APP_TITLE
@@ -129,8 +129,8 @@ def _picture_came_first(page: Page) -> None:
     browser's CPU, is never in its way), and the details under it arrived by themselves: its Plotly charts, drawn,
     and no placeholder left."""
     # A details run that waits on a measurement (KV cache's timings) may still be on its way: its charts must come.
-    page.wait_for_function("() => document.querySelector('[data-testid=\"stPlotlyChart\"]')")
-    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stPlotlyChart\"]')", polling=POLL_MS)
+    page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
     order = page.evaluate("window.order")
     assert "picture" in order and "plotly" in order, order
     assert order["picture"] < order["plotly"], f"the picture waited for Plotly: {order}"
@@ -153,7 +153,7 @@ def test_presenter_mode_walks_every_page_with_its_visual_on_the_first_screen(app
     folder = screenshots / "presenter"
     folder.mkdir(exist_ok=True)
     open_page(page, app_url, walk[0].url_path, prompt=PROMPT, present=1)
-    page.wait_for_function("() => window.lifecycleKeys === true")  # ui/presenter/keys.js is listening
+    page.wait_for_function("() => window.lifecycleKeys === true", polling=POLL_MS)  # ui/presenter/keys.js is listening
     for stage in walk:
         if stage is not walk[0]:
             _press(page, "ArrowRight", stage)
@@ -177,7 +177,7 @@ def _presenter_problems(page: Page, stage: StagePage, height: int, folder) -> li
     """On this presenter-mode page (its larger type): no exception, the prompt followed, the sidebar closed, the
     main visual on the first screen, and no chart label of a live figure overlapping another or leaving it."""
     expect(page.locator(EXCEPTION)).to_have_count(0)
-    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
     wait_for_visual(page, MAIN_VISUAL.get(stage.url_path, CHART))
     wait_still(page)
     page.screenshot(path=folder / f"{stage.url_path or 'home'}.png")
@@ -208,7 +208,7 @@ def _lead_problems(page: Page, stage: StagePage, size: str) -> list[str]:
     MAX_SCREENS tall."""
     found = []
     height = SIZES[size][1]
-    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
     wait_for_visual(page, MAIN_VISUAL.get(stage.url_path, CHART))
     wait_still(page)
     top = first_top(page, MAIN_VISUAL.get(stage.url_path, CHART))
@@ -260,14 +260,15 @@ def test_the_request_page_opens_without_plotly_and_draws_its_chart_when_asked(ap
     """The Request page holds no Plotly chart until its one chart's expander is opened (a chart anywhere on a
     page makes a new tab load and run plotly.js first): opened, it draws the turns, legibly."""
     open_page(page, app_url, "request")
-    page.wait_for_function(CHARTS_DRAWN)  # every element's code has loaded: a chart would be there by now
+    # Every element's code has loaded: a chart would be there by now.
+    page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
     main = page.get_by_test_id("stMainBlockContainer")
     assert main.get_by_test_id("stPlotlyChart").count() == 0
     main.get_by_role("tab", name="Every turn sends it all").click()
     main.get_by_test_id("stExpander").filter(has_text="Tokens sent per turn, as a chart").locator("summary").click()
     # The expander's run sends the page's first chart: plotly.js loads and runs first, seconds on a busy machine.
     expect(main.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
-    page.wait_for_function(CHARTS_DRAWN)
+    page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
     wait_still(page)
     assert chart_text_problems(page) == []
     main.get_by_test_id("stPlotlyChart").first.screenshot(path=screenshots / "request-resent-chart.png")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, open_page, wait_idle
+from tests.browser.app_page import CHARTS_DRAWN, EXCEPTION, POLL_MS, open_page, wait_idle
 from tests.browser.layout import table_problems
 
 pytestmark = pytest.mark.browser
@@ -96,7 +96,7 @@ def test_live_calls_shows_the_batch_while_sessions_generate(app_url, api_key, pa
             batch = page.get_by_test_id("stMetric").filter(has_text="In the batch now")
             expect(batch).to_contain_text(re.compile(r"In the batch now\s*[1-9]"), timeout=60_000)
             # The section redraws every second, so its elements come and go: no scrolling to one of them.
-            page.wait_for_function(CHARTS_DRAWN)
+            page.wait_for_function(CHARTS_DRAWN, polling=POLL_MS)
             page.screenshot(path=screenshots / f"room-live-calls-engine-{width}.png", full_page=True)
             running = page.get_by_test_id("stDataFrame").filter(visible=True).first
             running.screenshot(path=screenshots / f"room-live-calls-batch-table-{width}.png")

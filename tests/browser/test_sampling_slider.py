@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from bench.browser import SLIDER_LATENCY_FILE
 from lifecycle.stages.sampling import KEPT, SamplingSettings, apply_sampling
-from tests.browser.app_page import EXCEPTION, full_screenshot, open_page, wait_idle
+from tests.browser.app_page import EXCEPTION, POLL_MS, full_screenshot, open_page, wait_idle
 from tests.browser.layout import _outside, _overlap
 
 pytestmark = pytest.mark.browser
@@ -87,7 +87,7 @@ def _wait_python_has(page, knob: str, value: str) -> None:
           const root = document.querySelector(selector);
           const seen = root.liveData.seen_sent_at, sent = root.liveState.sentAt;
           return sent != null && seen === sent && String(root.liveData.settings[knob]) === value;
-        }""", arg=[LIVE, knob, value])
+        }""", arg=[LIVE, knob, value], polling=POLL_MS)
     wait_idle(page)
 
 
@@ -205,7 +205,8 @@ def test_the_browser_resamples_exactly_as_python_does(app_url, page):
     penalty.focus()
     for _ in range(6):  # 1.0 -> 1.3
         penalty.press("ArrowRight")
-    page.wait_for_function(f"() => document.querySelector('{LIVE}').liveData.fingerprint !== '{fingerprint}'")
+    page.wait_for_function(f"() => document.querySelector('{LIVE}').liveData.fingerprint !== '{fingerprint}'",
+                           polling=POLL_MS)
     wait_idle(page)
     # Each key press may rerun the page: a later run can still bring the logits of a later step, so the logits
     # and the transform compared are read together.
@@ -233,7 +234,8 @@ def test_slider_step_redraw_time_is_measured(app_url, page, screenshots):
     for step in range(STEPS):
         draws = int(live.get_attribute("data-draws") or 0)
         thumb.press("ArrowRight")
-        page.wait_for_function(f"() => Number(document.querySelector('{LIVE}').dataset.draws) > {draws}")
+        page.wait_for_function(f"() => Number(document.querySelector('{LIVE}').dataset.draws) > {draws}",
+                               polling=POLL_MS)
         times.append(live.evaluate("root => Number(root.dataset.drawnAt) - window.redraw.pressed"))
         computes.append(float(live.get_attribute("data-compute-ms")))
         page.wait_for_timeout(500)  # the slider rests: the page's what-if part reruns on the server
