@@ -58,6 +58,15 @@ def test_each_turn_resends_the_whole_history(loaded):
     assert all(t.cold_prefill_seconds > 0 and t.answer for t in turns)
 
 
+def test_a_prefill_already_timed_from_scratch_is_not_timed_again(loaded):
+    """A turn whose prompt ids come with a time (the KV cache page's sweep timed them) takes it; the others are
+    timed. A time no prefill could take shows which one was used."""
+    first = tuple(render_prompt(Conversation(new_message="Name a colour, test 8.")).ids)
+    turns = replay_turns(loaded, ["Name a colour, test 8.", "Another one?"], max_tokens=4, cold_seconds={first: 1234.5})
+    assert turns[0].prompt_tokens == len(first) and turns[0].cold_prefill_seconds == 1234.5
+    assert 0 < turns[1].cold_prefill_seconds < 1234.5
+
+
 def test_common_prefix():
     assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
     assert common_prefix([], [1]) == 0

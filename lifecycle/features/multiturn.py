@@ -12,7 +12,7 @@ own forward pass beside it, so each turn shows the prefill time the cache saved,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lifecycle.stages.context_window import Conversation, render_prompt
@@ -59,10 +59,13 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return count
 
 
-def replay_turns(loaded, messages: Sequence[str], max_tokens: int = 24, system: str | None = None) -> list[TurnUsage]:
+def replay_turns(loaded, messages: Sequence[str], max_tokens: int = 24, system: str | None = None,
+                 cold_seconds: Mapping[tuple[int, ...], float] | None = None) -> list[TurnUsage]:
     """Send ``messages`` as consecutive user turns, each request re-sending the whole history.
 
-    Answers are greedy, so a replay is reproducible.
+    Answers are greedy, so a replay is reproducible. ``cold_seconds`` holds prefills from scratch already
+    measured the same way (e.g. the KV cache page's own prompt, timed in its latency sweep), by prompt ids:
+    a turn whose prompt is there is not prefilled a second time.
     """
     if not messages or not all(isinstance(m, str) and m.strip() for m in messages):
         raise LifecycleError("messages must be a non-empty list of non-empty strings", param="messages")
@@ -75,7 +78,9 @@ def replay_turns(loaded, messages: Sequence[str], max_tokens: int = 24, system: 
         timings: dict = {}
         steps = list(generate_steps(loaded, ids, GREEDY, max_tokens, timings=timings))
         answer = Generation.collect(ids, steps, timings.get("prefill_seconds", 0.0))
-        cold = engine.run(lambda _model, ids=ids: timed_prefill(engine.stack, ids, engine.prefill_chunk)[0])
+        cold = (cold_seconds or {}).get(tuple(ids))
+        if cold is None:
+            cold = engine.run(lambda _model, ids=ids: timed_prefill(engine.stack, ids, engine.prefill_chunk)[0])
         turns.append(TurnUsage(
             turn=turn,
             message=message,

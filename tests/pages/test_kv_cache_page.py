@@ -44,6 +44,9 @@ def test_sizes_latency_and_turns(app, loaded, ids):
     assert sent[0] == len(ids) and sent == sorted(sent) and len(sent) == 3
     assert (turns["repeated"][1:].values >= turns["sent"][:-1].values).all()
     assert (turns["cached_tokens"][1:].values >= turns["sent"][:-1].values).all()  # the prefix cache served them
+    # Turn 1 sends the prompt's own ids: its prefill from scratch is the sweep's point for them, timed once.
+    own = dict(zip(latency.data[0].x, latency.data[0].y))[len(ids)]
+    assert turns["from scratch (ms)"][0] == round(own, 1)
 
 
 def _size(count: int) -> str:
