@@ -3,8 +3,6 @@
 ``prepare`` computes its three measurements for a prompt outside any session (the warm route, ui.warm_pages).
 """
 
-from collections.abc import Mapping
-
 import streamlit as st
 
 from charts.kv_cache import MIB, cache_growth, latency_chart, turns_chart
@@ -28,6 +26,7 @@ SWEEP = (16, 64, 256, 512)
 DECODE_STEPS = 4
 FOLLOW_UPS = ("Can you say that more simply?", "Give me one example.")
 TURN_TOKENS = 24
+ColdPrefills = tuple[tuple[tuple[int, ...], float], ...]  # (prompt ids, seconds) pairs, hashable for the cache key
 
 
 @per_prompt_cache
@@ -41,15 +40,15 @@ def measured_latency(ids: tuple[int, ...], _loaded: LoadedModel) -> list[Latency
 
 
 @per_prompt_cache
-def replayed(messages: tuple[str, ...], system: str, _loaded: LoadedModel,
-             _cold: Mapping[tuple[int, ...], float]) -> list[TurnUsage]:
-    return replay_turns(_loaded, messages, TURN_TOKENS, system or None, _cold)
+def replayed(messages: tuple[str, ...], system: str, cold: ColdPrefills, _loaded: LoadedModel) -> list[TurnUsage]:
+    return replay_turns(_loaded, messages, TURN_TOKENS, system or None, dict(cold))
 
 
-def _own_prefill(ids: tuple[int, ...], points: list[LatencyPoint]) -> dict[tuple[int, ...], float]:
+def _own_prefill(ids: tuple[int, ...], points: list[LatencyPoint]) -> ColdPrefills:
     """The sweep's prefill of the prompt itself from scratch: the conversation's first turn sends these same ids,
-    so the replay takes this time instead of prefilling them again (a 1,000-token prompt: seconds)."""
-    return {ids: next(p.prefill_seconds for p in points if p.prompt_tokens == len(ids))}
+    so the replay takes this time instead of prefilling them again (a 1,000-token prompt: seconds). It is part of
+    the replay's key: a sweep measured again gives a replay that shows its time."""
+    return ((ids, next(p.prefill_seconds for p in points if p.prompt_tokens == len(ids))),)
 
 
 def _conversation(settings: JourneySettings) -> tuple[str, ...]:
@@ -62,7 +61,7 @@ def prepare(settings: JourneySettings, loaded: LoadedModel) -> None:
     ids = tuple(shared_results(loaded).prepared(settings.journey_input()).rendered.ids)
     points = measured_latency(ids, loaded)
     measured_cache(ids, loaded)
-    replayed(_conversation(settings), settings.system_prompt, loaded, _own_prefill(ids, points))
+    replayed(_conversation(settings), settings.system_prompt, _own_prefill(ids, points), loaded)
 
 
 def kib(count: int) -> str:
@@ -168,7 +167,7 @@ def render() -> None:
         st.subheader("Prefix caching: the API forgets, the server remembers", anchor=False)
         messages = _conversation(settings)
         # Started only now, after the timings above, so the two measurements do not share the CPU.
-        turns = _arrived(replayed.start(messages, settings.system_prompt, loaded, _own_prefill(tuple(ids), points)),
+        turns = _arrived(replayed.start(messages, settings.system_prompt, _own_prefill(tuple(ids), points), loaded),
                          f"Playing a {len(messages)}-turn conversation on the model…")
         last = turns[-1]
         st.markdown(
