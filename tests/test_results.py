@@ -1,7 +1,6 @@
 """The journey's stage results, cached apart on the real model: each page waits only for its own stage."""
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ from lifecycle.journey import JourneyInput, run_journey
 from lifecycle.result_cache import ResultCache
 from lifecycle.results import JourneyResults
 from lifecycle.stages.sampling import SamplingSettings
+from tests.engine_idle import until_idle
 
 GREEDY = SamplingSettings(temperature=0.0)
 MB = 2**20
@@ -86,20 +86,13 @@ def test_the_engines_prefill_gives_the_inspection_pass_distribution_and_warms_th
     assert answer.cached_tokens == len(results.prepared(inp).rendered.ids) - 1  # the prompt was already read
 
 
-def _until_idle(engine, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while any(engine.load().values()):
-        assert time.monotonic() < deadline, f"the engine still holds {engine.load()}"
-        time.sleep(0.01)
-
-
 def test_the_journeys_generation_never_waits_behind_its_inspection_pass(loaded):
     from lifecycle.engine import shared_engine
 
     results = _results(loaded)
     inp = JourneyInput("Why do cats purr?", sampling=GREEDY, max_tokens=6)
     engine = shared_engine(loaded)
-    _until_idle(engine)  # an earlier test's request may still be leaving the batch after its answer arrived
+    until_idle(engine, 30)  # an earlier test's request may still be leaving the batch after its answer arrived
     jobs_seen = []
     original = engine.run_sliced
 

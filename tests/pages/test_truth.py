@@ -21,6 +21,7 @@ import pytest
 from lifecycle.features.call_timeline import LAST_FRAMES, WAIT
 from lifecycle.engine import shared_engine
 from lifecycle.api.serving import LOADER_THREAD, model_status, start_model_loading
+from tests.engine_idle import until_idle
 from tests.pages.harness import markdowns, plotly_figure, run_page
 from tests.pages.recompute import LONG_PROMPT, kv_bytes_per_token, next_token_probs, template_ids
 
@@ -60,15 +61,7 @@ def _wait_until_engine_idle(loaded, seconds: float = 120) -> None:
     for thread in threading.enumerate():
         if thread.name == LOADER_THREAD:
             thread.join(max(0.0, deadline - time.monotonic()))
-    engine = shared_engine(loaded)
-    while time.monotonic() < deadline:
-        state = engine.state()
-        with engine._cond:
-            jobs = len(engine._jobs)
-        if not state.running and not state.waiting and not jobs:
-            return
-        time.sleep(0.2)
-    raise AssertionError("the engine never became idle")
+    until_idle(shared_engine(loaded), max(0.0, deadline - time.monotonic()))
 
 
 
