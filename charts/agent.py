@@ -4,6 +4,7 @@ the gap a greedy pick would need to flip."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
@@ -54,12 +55,20 @@ def roads_figure(roads: Sequence[str], largest: Sequence[float], narrowest: floa
     """One bar per road: its largest logit difference from the alone road (log axis), with half the alone
     road's narrowest top-two gap as a dashed line: a bar must reach it before a greedy pick can change, since a
     pick flips only when the best logit falls and the second rises by a whole gap between them."""
+    heights = [max(value, 1e-9) for value in largest]  # an exact road still shows, at the axis floor
     figure = go.Figure(go.Bar(
-        x=[wrap_label(road, 12) for road in roads], y=[max(value, 1e-9) for value in largest],
+        x=[wrap_label(road, 12) for road in roads], y=heights,
         marker_color=OKABE_ITO[5], text=[f"{value:.1e}" if value else "0 (exact)" for value in largest],
         textposition="outside", cliponaxis=False, hovertemplate="%{x}: %{y:.2e}<extra></extra>"))
-    figure.add_hline(y=narrowest / 2, line_dash="dash", line_color="grey")
+    shown = heights + ([narrowest / 2] if narrowest > 0 else [])
+    if narrowest > 0:
+        figure.add_hline(y=narrowest / 2, line_dash="dash", line_color="grey")
+    # Labels at powers of ten only, at most five, over whole decades (at least one, and half a decade above for the
+    # bars' labels): left to itself Plotly also writes 2 and 5 between the powers, and on a phone they run into them.
+    low, high = math.floor(math.log10(min(shown))), math.ceil(math.log10(max(shown)))
+    high = max(high, low + 1)
     figure.update_layout(template=TEMPLATE, showlegend=False, height=380,
                          yaxis=dict(title=axis_title("Largest logit difference", "log scale"), type="log",
-                                    exponentformat="power"))
+                                    exponentformat="power", tick0=low, dtick=math.ceil((high - low) / 4),
+                                    range=[low, high + 0.5]))
     return figure
