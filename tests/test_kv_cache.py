@@ -5,7 +5,8 @@ import pytest
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
 from lifecycle.engine import shared_engine
-from lifecycle.stages.kv_cache import KVCacheShape, cache_report, latency_report, measure_cache, timed_prefill
+from lifecycle.stages.kv_cache import (KVCacheShape, cache_filler, cache_report, latency_report, measure_cache,
+                                       timed_prefill)
 from lifecycle.features.multiturn import common_prefix, replay_turns
 
 
@@ -25,6 +26,24 @@ def test_cache_bytes_equal_the_sum_of_the_real_cache_tensors(loaded, ids):
     assert measured.total_bytes == shape.bytes_for(len(ids))
     assert measured.tensors == 2 * loaded.num_layers
     assert measured.key_shape == (1, loaded.model.config.num_key_value_heads, len(ids), shape.head_dim)
+
+
+def test_the_cache_is_filled_on_the_models_own_weights_with_sdpa_leaving_the_model_eager(loaded, ids):
+    import torch
+
+    model = loaded.model
+    filler = cache_filler(model)
+    assert filler is not model and filler.config is not model.config
+    assert filler.config._attn_implementation == "sdpa" and model.config._attn_implementation == "eager"
+    assert all(mine is theirs for mine, theirs in zip(filler.parameters(), model.parameters()))
+    assert all(mine is theirs for mine, theirs in zip(filler.buffers(), model.buffers()))
+    with torch.inference_mode():
+        eager = model(torch.tensor([ids]), use_cache=True).cache
+        sdpa = filler(torch.tensor([ids]), use_cache=True).cache
+    # Layer 0's keys and values come before any attention: the same numbers; the later layers' within float error.
+    assert torch.equal(eager.layers[0].keys, sdpa.layers[0].keys)
+    for mine, theirs in zip(sdpa.layers, eager.layers):
+        assert mine.keys.shape == theirs.keys.shape and torch.allclose(mine.values, theirs.values, atol=1e-4)
 
 
 def test_each_token_adds_the_same_bytes_and_gqa_saves_the_head_ratio(loaded, ids):

