@@ -359,7 +359,7 @@ def answer(
     )
     prefill = step_timings.get("prefill_seconds", 0.0)
     where = f" on the remote engine {remote.base_url}" if remote is not None else ""
-    timings = [StageTiming("prefill", prefill, f"{len(rendered.ids)} prompt tokens in one pass{where}")]
+    timings = [StageTiming("prefill", prefill, f"{len(rendered.ids):,} prompt tokens in one pass{where}")]
     timings += [StageTiming(f"decode {step.index + 1}", step.seconds, show_token(step.text)) for step in steps]
     generation = Generation.collect(rendered.ids, steps, prefill)
     clock = _Stopwatch()

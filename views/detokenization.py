@@ -95,11 +95,11 @@ def _split_example(loaded) -> None:
     steps = detokenize(ids, loaded)
     split = sum(1 for s in steps if s.held)
     st.markdown(
-        f"The model's tokenizer cuts this text into **{len(ids)} tokens**; **{split}** of them end inside a "
+        f"The model's tokenizer cuts this text into **{len(ids):,} tokens**; **{split:,}** of them end inside a "
         "character. Decoded alone, such a token is invalid UTF-8 (the naive column shows the replacement "
         "character �, while *Token alone* writes each stray byte in hex, like `<0xF0>`); the detokenizer holds its bytes back and emits the character once it is complete."
         if split else
-        f"The model's tokenizer cuts this text into **{len(ids)} tokens**, none of which splits a character. "
+        f"The model's tokenizer cuts this text into **{len(ids):,} tokens**, none of which splits a character. "
         "Try an emoji or a rare CJK character."
     )
     _steps_view(steps, key="example_chart")

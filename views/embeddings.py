@@ -98,7 +98,7 @@ def _strip(vectors: np.ndarray, texts: list[str]) -> None:
     live_strip(strip_data(vectors[:rows], token_labels(texts[:rows]), STRIP_HINT), key="embedding_strip")
     st.caption(f"{DIVERGING_MEANING} Single dimensions carry no readable meaning; "
                "meaning lives in directions spread over many of them."
-               + (f" Showing the first {rows} of {count} tokens." if rows < count else ""))
+               + (f" Showing the first {rows:,} of {count:,} tokens." if rows < count else ""))
 
 
 @st.fragment

@@ -208,7 +208,7 @@ VIEWS = dict(zip(STEPS, (rmsnorm_step, rope_step, scores_step, attention_step, m
 def shapes(o: Opened) -> None:
     """Every step's output shape, in an expander."""
     flow, positions = o.flow, o.trace.block.shapes.positions
-    with st.expander(f"Shapes for this prompt ({positions} tokens), read from the model's config"):
+    with st.expander(f"Shapes for this prompt ({positions:,} tokens), read from the model's config"):
         st.dataframe({"step": [f.name for f in flow], "output shape": [shape_text(f.shape) for f in flow]},
                      hide_index=True, height=35 * (len(flow) + 1) + 3)
         st.caption("Each step hands on one tensor for the whole prompt; above, ‖·‖ is the length (L2 norm) of the "
@@ -283,6 +283,6 @@ def render() -> None:
                    "the controls rest (one more hooked pass).")
         if len(ids) > LIVE_TOKENS:
             st.selectbox("Token", range(len(ids)), index=position, format_func=lambda i: labels[i], key="forward_token",
-                         help=f"The block above moves through {LIVE_TOKENS} of the prompt's {len(ids)} tokens, around "
+                         help=f"The block above moves through {LIVE_TOKENS} of the prompt's {len(ids):,} tokens, around "
                               "this one; pick another here to move them.")
         steps(Opened(trace, texts, labels, position, layer, head, loaded))

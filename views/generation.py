@@ -131,7 +131,7 @@ def _steps(generation: Generation, picked, greedy: bool, prompt_tokens: int) -> 
         st.caption(f"The table shows the last {TABLE_ROWS} of {len(steps)} steps.")
     st.plotly_chart(steps_figure(steps, picked, len(steps)), key="steps", theme=None)
     st.caption(f"Step 1's time excludes the prefill ({1000 * generation.prefill_seconds:.0f} ms for the "
-               f"{prompt_tokens} prompt tokens): its logits come from that pass.")
+               f"{prompt_tokens:,} prompt tokens): its logits come from that pass.")
 
 
 def render() -> None:
@@ -168,7 +168,7 @@ def render() -> None:
         _finish(generation, settings)
         with st.expander("How the loop works"):
             st.markdown(
-                f"First the {prompt_tokens} prompt tokens ran through the model in one pass (the prefill), filling the "
+                f"First the {prompt_tokens:,} prompt tokens ran through the model in one pass (the prefill), filling the "
                 "key/value cache and giving the first next-token distribution; then each step fed only the newest "
                 "token back in, took the next-token distribution, applied the sampling settings, drew one token and "
                 "appended it, until an end-of-sequence token or max_tokens."

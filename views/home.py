@@ -56,15 +56,15 @@ def stage_lines(journey, model) -> dict[str, str]:
         "request": f"{len(journey.request.messages)} message(s), stream=true, max_tokens={journey.input.max_tokens}; "
                    f"built in {ms(time['request'])}",
         "gateway": "Key check, rate limit, routing and call log: not part of this timed run (see the page)",
-        "tokenization": f"{journey.prompt_tokens.count} tokens in {ms(time['tokenization'])}",
-        "context-window": f"Chat template: {prompt_ids} tokens in all ({prompt_ids - journey.prompt_tokens.count} "
+        "tokenization": f"{journey.prompt_tokens.count:,} tokens in {ms(time['tokenization'])}",
+        "context-window": f"Chat template: {prompt_ids:,} tokens in all ({prompt_ids - journey.prompt_tokens.count:,} "
                           f"added by the template) of {journey.budget.window:,}; {ms(time['chat template'])}",
-        "embeddings": f"{prompt_ids} vectors of {journey.forward.embeddings.shape[-1]} numbers",
+        "embeddings": f"{prompt_ids:,} vectors of {journey.forward.embeddings.shape[-1]} numbers",
         "attention": f"{model.num_layers} layers × {model.num_heads} heads; inspection pass "
                      f"{ms(time['inspection pass'])} (an extra pass this app runs for these views)",
         "next-token": f"Top guess {literal(show_token(top.text))} at {top.probability:.1%} of {model.vocab_size:,} tokens",
         "sampling": f"{journey.sampled.kept:,} of {model.vocab_size:,} tokens left in play after sampling",
-        "generation": f"Prefill: {prompt_ids} tokens in {ms(generation.prefill_seconds)}. Decode: {steps} tokens, "
+        "generation": f"Prefill: {prompt_ids:,} tokens in {ms(generation.prefill_seconds)}. Decode: {steps:,} tokens, "
                       f"{ms(mean_step)} each on average ({generation.finish_reason})",
         "streaming": f"{len(journey.stream)} SSE events ({usage_note}), TTFT {ms(metrics.ttft)}, "
                      f"{metrics.tokens_per_second:,.1f} tokens/s",

@@ -73,9 +73,9 @@ def _first_turn_note(first: TurnUsage) -> str:
     if first.cached_tokens == 0:
         return ""
     if first.cached_tokens == first.prompt_tokens - 1:
-        return (f" Even turn 1 found {first.cached_tokens} of its {first.prompt_tokens} tokens cached: the journey "
+        return (f" Even turn 1 found {first.cached_tokens:,} of its {first.prompt_tokens:,} tokens cached: the journey "
                 "sent this very prompt a moment ago.")
-    return (f" Even turn 1 found its first {first.cached_tokens} of {first.prompt_tokens} tokens cached: a prompt "
+    return (f" Even turn 1 found its first {first.cached_tokens:,} of {first.prompt_tokens:,} tokens cached: a prompt "
             "the server ran earlier began with the same tokens.")
 
 
@@ -121,8 +121,8 @@ def render() -> None:
         with st.expander("The cache in detail: the formula, the real tensors and the growth to the whole window"):
             st.markdown(
                 f"During prefill every one of the {shape.layers} layers computes a key and a value vector "
-                f"({shape.head_dim} numbers) per key/value head for each of the prompt's {len(ids)} tokens, and keeps "
-                f"them: {shape.layers} layers x {shape.kv_heads} KV heads x {shape.head_dim} x 2 (K and V) x {len(ids)} "
+                f"({shape.head_dim} numbers) per key/value head for each of the prompt's {len(ids):,} tokens, and keeps "
+                f"them: {shape.layers} layers x {shape.kv_heads} KV heads x {shape.head_dim} x 2 (K and V) x {len(ids):,} "
                 f"positions x {shape.bytes_per_number} bytes = {kib(shape.bytes_for(len(ids)))}. Each generated token "
                 f"then computes K and V for itself only and reads the rest from this cache, adding "
                 f"{kib(shape.bytes_per_token)} per token; after this run's {generated} generated tokens it holds "
@@ -149,7 +149,7 @@ def render() -> None:
         st.markdown(
             f"Prefill runs all prompt tokens through the model at once, so its time grows with the prompt: "
             f"{short.prefill_seconds * 1000:,.0f} ms for {short.prompt_tokens} tokens, "
-            f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {len(ids)} tokens: "
+            f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {len(ids):,} tokens: "
             f"{mine.prefill_seconds * 1000:,.0f} ms). "
             f"{prefill_in_ttft(answer.stream_metrics.ttft, answer.generation.prefill_seconds, mine.prefill_seconds)} "
             f"A decode step runs one new token against the cache: {short.decode_median * 1000:,.0f} ms after "
@@ -171,12 +171,12 @@ def render() -> None:
                          f"Playing a {len(messages)}-turn conversation on the model…")
         last = turns[-1]
         st.markdown(
-            f"The API is stateless: turn {last.turn} of this conversation sends all **{last.prompt_tokens} tokens** of "
-            f"its history again, of which {last.repeated_tokens} repeat the previous request word for word. A server "
+            f"The API is stateless: turn {last.turn} of this conversation sends all **{last.prompt_tokens:,} tokens** of "
+            f"its history again, of which {last.repeated_tokens:,} repeat the previous request word for word. A server "
             f"with a prefix cache keeps recent prompts' KV caches and reads a repeated beginning from there instead of "
             f"recomputing it (always computing the last prompt token, whose logits it needs); the response reports "
             f"those tokens as `usage.prompt_tokens_details.cached_tokens`. Here the engine reported "
-            f"**{last.cached_tokens}** cached tokens on turn {last.turn}; its prefill took "
+            f"**{last.cached_tokens:,}** cached tokens on turn {last.turn}; its prefill took "
             f"{last.prefill_seconds * 1000:,.0f} ms against {last.cold_prefill_seconds * 1000:,.0f} ms from scratch."
             + _first_turn_note(turns[0])
         )

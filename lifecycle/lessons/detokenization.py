@@ -29,5 +29,5 @@ def detokenized_sentence(tokens: int, token_bytes: int, waits: int, dropped: int
             f"for a run of bytes (**{token_bytes - dropped} bytes** of content in all), and the bytes are UTF-8 text "
             f"only once a whole character is there: {held}. {left_out}"
             f"The text became the `content` of the final response: **{characters:,} characters**, "
-            f"`finish_reason` **{finish_reason}**, and usage of **{usage['total_tokens']} tokens** "
+            f"`finish_reason` **{finish_reason}**, and usage of **{usage['total_tokens']:,} tokens** "
             f"({usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion).")

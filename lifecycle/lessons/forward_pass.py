@@ -15,7 +15,7 @@ def block_lesson(tokens: int, layers: int, token: str, position: int, residual_n
     biggest = int(np.argmax(np.maximum(attention, mlp)))
     part, size = ("MLP", mlp[biggest]) if mlp[biggest] >= attention[biggest] else ("attention", attention[biggest])
     return (
-        f"The prompt's **{tokens} tokens** pass through **{layers} blocks**; each reads the *residual stream*, "
+        f"The prompt's **{tokens:,} tokens** pass through **{layers} blocks**; each reads the *residual stream*, "
         f"computes something and adds it back. At token {token} (position {position}) the stream's length goes "
         f"from {residual_norms[0]:,.1f} (the embedding) to {residual_norms[-1]:,.1f} after the last block; the "
         f"largest single addition is layer {biggest}'s {part} (length {size:,.1f})."

@@ -14,5 +14,5 @@ def generation_sentence(tokens: int, prompt_tokens: int, prefill: float, decode:
     }.get(finish_reason, f"finish_reason **{finish_reason}**")
     unit = "token" if tokens == 1 else "tokens"
     return (f"The model wrote this answer **one token per step: {tokens} {unit}**, after one pass over the "
-            f"**{prompt_tokens} prompt tokens** (the prefill, {milliseconds(prefill)}); each step took "
+            f"**{prompt_tokens:,} prompt tokens** (the prefill, {milliseconds(prefill)}); each step took "
             f"**{milliseconds(decode / tokens)}** on average. It stopped because {why}.")

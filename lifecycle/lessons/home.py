@@ -33,7 +33,7 @@ def home_lesson(call_seconds: float, tokenization: float, detokenization: float,
         "on it to the last server-sent event (the Streaming page's clock). Building the request, "
         f"tokenizing ({ms(tokenization)}) and applying the chat template took milliseconds before that, "
         f"detokenizing ({ms(detokenization)}) after; the model's own work — the prefill of "
-        f"{prompt_tokens} prompt tokens and {steps} decode steps — took "
+        f"{prompt_tokens:,} prompt tokens and {steps:,} decode steps — took "
         f"**{ms(model_seconds)}**. This app also runs one **inspection pass** ({ms(inspection)}) to "
         "capture attention for its pages; a normal API call skips it, so it starts only once the generation has "
         "finished and is not part of the call's times. Every page follows **the same prompt** through one stage; "

@@ -16,7 +16,7 @@ SLOWED = 2.0
 def kv_cache_sentence(prompt_tokens: int, prompt_bytes: int, bytes_per_token: int, ratio: int) -> str:
     """The KV-cache page's lesson: this prompt's cache, what each token adds, what grouped-query attention saves."""
     return (f"The model keeps a key and a value vector per layer and KV head for each of the prompt's "
-            f"**{prompt_tokens} tokens**: **{cache_size(prompt_bytes)}**, and **{cache_size(bytes_per_token)}** "
+            f"**{prompt_tokens:,} tokens**: **{cache_size(prompt_bytes)}**, and **{cache_size(bytes_per_token)}** "
             f"more per generated token. Sharing each K/V head among {ratio} query heads (grouped-query "
             f"attention) makes it {ratio}x smaller.")
 

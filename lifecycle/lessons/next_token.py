@@ -55,7 +55,7 @@ def next_token_lesson(prompt_tokens: int, best: str, best_probability: float, pr
     effective = 2 ** entropy_bits
     return (
         f"The most likely next token is {best} at **{best_probability:.1%}**. "
-        f"After reading all {prompt_tokens} prompt tokens, the model's last position ends in "
+        f"After reading all {prompt_tokens:,} prompt tokens, the model's last position ends in "
         f"{vocab:,} scores (logits), one per vocabulary token; softmax turns them into probabilities "
         f"that add up to 1. "
         f"{probability_mass_sentence(best_probability, half)}; {ninety_percent_sentence(ninety, held, vocab)}. "

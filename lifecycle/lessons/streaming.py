@@ -25,13 +25,13 @@ def ttft_sentence(ttft: float, prompt_tokens: int, setup: float, waited: float, 
         return "time to first token"
     share = prefill / ttft
     if share > 0.5:
-        return (f"time to first token: mostly the prefill of {prompt_tokens} prompt tokens, "
+        return (f"time to first token: mostly the prefill of {prompt_tokens:,} prompt tokens, "
                 f"{milliseconds(prefill)} ({share:.0%})")
     rest = max(0.0, ttft - setup - waited - prefill)
     parts = [(setup, "before the engine had the request"), (waited, "waiting in the engine's queue"),
              (rest, "choosing the first token and sending it")]
     said = [f"{milliseconds(seconds)} {what}" for seconds, what in parts if seconds >= 0.001]
-    return (f"time to first token; the prefill of {prompt_tokens} prompt tokens was only {milliseconds(prefill)} of it "
+    return (f"time to first token; the prefill of {prompt_tokens:,} prompt tokens was only {milliseconds(prefill)} of it "
             f"({share:.0%}), the rest {and_joined(said) if said else 'under a millisecond'}")
 
 

@@ -175,8 +175,8 @@ def _attention_note(length: int, shown: int, dropped_mass: list[float]) -> str:
         return ""
     mass = max(0.0, float(np.mean(dropped_mass))) if dropped_mass else 0.0
     return (
-        f"Showing the last {shown} of {length} tokens: attention to and from the first "
-        f"{length - shown} tokens is left out ({mass:.1%} of the shown rows' attention, on average), "
+        f"Showing the last {shown:,} of {length:,} tokens: attention to and from the first "
+        f"{length - shown:,} tokens is left out ({mass:.1%} of the shown rows' attention, on average), "
         "so shown rows sum to less than 1."
     )
 

@@ -89,5 +89,5 @@ def test_lesson_names_the_sink_and_the_strongest_look_back_of_this_prompt(run_pa
     assert f"on the first token '{show_token(token_text(loaded, ids[0]))}'" in lesson
     assert (f"the last token '{show_token(token_text(loaded, ids[-1]))}' attends most to "
             f"'{show_token(token_text(loaded, ids[key]))}' (**{weight:.0%}**, layer {layer}, head {head}") in lesson
-    assert f"Each of the **{len(ids)} tokens**" in lesson
+    assert f"Each of the **{len(ids):,} tokens**" in lesson
     assert live_data(app)["start"] == {"layer": int(layer), "head": int(head), "query": len(ids) - 1}

@@ -39,7 +39,7 @@ def test_strip_shows_the_prompts_real_vectors_and_the_lesson_counts_them(run_pag
     assert data["labels"][:2] == [f"{i}: {show_token(token_text(loaded, t))}" for i, t in enumerate(
         render_prompt(Conversation(new_message=PROMPT)).ids[:2])]
     lesson = markdowns(app)[1]  # the one sentence above the strip
-    assert f"**{len(embeddings)} tokens**" in lesson and f"**{loaded.model.config.hidden_size} numbers**" in lesson
+    assert f"**{len(embeddings):,} tokens**" in lesson and f"**{loaded.model.config.hidden_size} numbers**" in lesson
     assert f"{len(embeddings)} vectors" in lesson
     rest = markdowns(app)[2]  # the rest of the lesson, in the expander under the strip
     assert "tie_word_embeddings=True" in rest and "no position vectors" in rest

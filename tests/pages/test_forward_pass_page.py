@@ -98,7 +98,7 @@ def test_sentences_state_the_numbers_of_this_forward_pass(app, loaded, ids):
                               for marker in ("pass through", "Softmax turns", "The logit lens reads"))
     last, middle = len(ids) - 1, loaded.num_layers // 2
     last_token = show_token(token_text(loaded, ids[last]))
-    assert f"The prompt's **{len(ids)} tokens**" in lesson and f"**{loaded.num_layers} blocks**" in lesson
+    assert f"The prompt's **{len(ids):,} tokens**" in lesson and f"**{loaded.num_layers} blocks**" in lesson
     assert f"At token '{last_token}' (position {last})" in lesson
     trace = open_block(loaded, ids, middle, last)
     norms = trace.stack.residual_norms

@@ -42,9 +42,9 @@ def test_every_stage_has_a_link_and_a_line_with_this_runs_figures(home):
     links = [link for link in home.get("page_link") if link.proto.label in titles]  # the map, not Next/replay
     assert [link.proto.page for link in links] == [page.url_path for page in STAGES]
     captions = _captions(home)
-    assert f"{tokenize(PROMPT).count} tokens in" in captions
+    assert f"{tokenize(PROMPT).count:,} tokens in" in captions
     prompt_ids = len(render_prompt(Conversation(new_message=PROMPT)).ids)
-    assert f"Prefill: {prompt_ids} tokens in" in captions
+    assert f"Prefill: {prompt_ids:,} tokens in" in captions
     assert f"Decode: {MAX_TOKENS} tokens" in captions and "(length)" in captions
     # role chunk + one content delta per token (no split characters here) + finish + usage + [DONE]
     assert f"{1 + MAX_TOKENS + 3} SSE events (with a usage chunk)" in captions
@@ -59,9 +59,9 @@ def test_waterfall_is_the_calls_own_clock_and_matches_the_lines(home):
     widths = dict(zip(stages, bar["x"]))
     assert bar["base"] == pytest.approx([sum(bar["x"][:i]) for i in range(len(bar["x"]))])
     captions = _captions(home)
-    prefill = _ms(re.search(r"Prefill: \d+ tokens in ([\d,.]+) (ms|s)\b", captions))
+    prefill = _ms(re.search(r"Prefill: [\d,]+ tokens in ([\d,.]+) (ms|s)\b", captions))
     assert widths["prefill"] == pytest.approx(prefill, abs=0.05, rel=0.01)
-    mean = _ms(re.search(r"Decode: \d+ tokens, ([\d,.]+) (ms|s) each", captions))
+    mean = _ms(re.search(r"Decode: [\d,]+ tokens, ([\d,.]+) (ms|s) each", captions))
     decode = [widths[f"decode {i}"] for i in range(1, MAX_TOKENS + 1)]
     assert sum(decode) / MAX_TOKENS == pytest.approx(mean, abs=0.05, rel=0.01)
     # The bars end at the stream's last event, the total the lesson states.

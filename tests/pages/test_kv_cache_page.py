@@ -61,11 +61,11 @@ def test_lesson_numbers_follow_from_the_models_config_and_this_run(app, loaded, 
     per_token = config.num_hidden_layers * config.num_key_value_heads * head_dim * 2 * torch.finfo(loaded.model.dtype).bits // 8
     ratio = config.num_attention_heads // config.num_key_value_heads
     lesson = next(m for m in markdowns(app) if "keeps a key and a value vector" in m)
-    assert f"each of the prompt's **{len(ids)} tokens**: **{_size(per_token * len(ids))}**" in lesson
+    assert f"each of the prompt's **{len(ids):,} tokens**: **{_size(per_token * len(ids))}**" in lesson
     assert f"and **{_size(per_token)}** more per generated token" in lesson
     assert f"among {ratio} query heads (grouped-query attention) makes it {ratio}x smaller" in lesson
-    assert f"the prompt's {len(ids)} tokens" in detail
-    assert f"{len(ids)} positions x {torch.finfo(loaded.model.dtype).bits // 8} bytes = {_size(per_token * len(ids))}" in detail
+    assert f"the prompt's {len(ids):,} tokens" in detail
+    assert f"{len(ids):,} positions x {torch.finfo(loaded.model.dtype).bits // 8} bytes = {_size(per_token * len(ids))}" in detail
     assert f"adding {_size(per_token)} per token" in detail
     generated = generate(loaded, ids, SamplingSettings(temperature=0.0), MAX_TOKENS).completion_tokens
     positions = len(ids) + generated - 1  # the last token is returned, never fed back
@@ -89,15 +89,15 @@ def test_prefix_cache_sentence_reads_the_turns_table(app):
     text = next(m for m in markdowns(app) if "The API is stateless" in m)
     last = {column: int(values.iloc[-1]) for column, values in app.dataframe[0].value.items()
             if column in ("turn", "sent", "repeated", "cached_tokens")}
-    found = re.search(r"turn (\d+) of this conversation sends all \*\*(\d+) tokens\*\* of its history again, of which "
-                      r"(\d+) repeat", text)
-    assert found and [int(n) for n in found.groups()] == [last["turn"], last["sent"], last["repeated"]]
-    assert f"reported **{last['cached_tokens']}** cached tokens on turn {last['turn']}" in text
+    found = re.search(r"turn (\d+) of this conversation sends all \*\*([\d,]+) tokens\*\* of its history again, of which "
+                      r"([\d,]+) repeat", text)
+    assert found and [int(n.replace(",", "")) for n in found.groups()] == [last["turn"], last["sent"], last["repeated"]]
+    assert f"reported **{last['cached_tokens']:,}** cached tokens on turn {last['turn']}" in text
     first = {column: int(values.iloc[0]) for column, values in app.dataframe[0].value.items()
              if column in ("sent", "cached_tokens")}
     if first["cached_tokens"] == first["sent"] - 1:  # the journey ran this very prompt just before
-        assert f"Even turn 1 found {first['cached_tokens']} of its {first['sent']} tokens cached: the journey" in text
+        assert f"Even turn 1 found {first['cached_tokens']:,} of its {first['sent']:,} tokens cached: the journey" in text
     elif first["cached_tokens"]:
-        assert f"Even turn 1 found its first {first['cached_tokens']} of {first['sent']} tokens cached" in text
+        assert f"Even turn 1 found its first {first['cached_tokens']:,} of {first['sent']:,} tokens cached" in text
     else:
         assert "Even turn 1" not in text

@@ -128,10 +128,10 @@ def _metrics(app) -> dict[str, str]:
 def test_prompt_tokens_agree_with_the_tokenizers_own_template(pages, loaded):
     prompt, opened = pages
     count = len(template_ids(loaded, prompt))
-    assert f"Prefill: {count} tokens in" in _all_text(opened[""])
-    assert f"the prefill of {count} prompt tokens" in markdowns(opened["streaming"])[1]
-    assert f"After reading all {count} prompt tokens" in markdowns(opened["next-token"])[1]
-    assert f"for each of the prompt's **{count} tokens**" in _all_text(opened["kv-cache"])
+    assert f"Prefill: {count:,} tokens in" in _all_text(opened[""])
+    assert f"the prefill of {count:,} prompt tokens" in markdowns(opened["streaming"])[1]
+    assert f"After reading all {count:,} prompt tokens" in markdowns(opened["next-token"])[1]
+    assert f"for each of the prompt's **{count:,} tokens**" in _all_text(opened["kv-cache"])
 
 
 def test_the_top_tokens_share_is_said_as_it_is(pages, loaded):
@@ -170,7 +170,7 @@ def test_ttft_is_explained_by_what_it_was_made_of(pages):
     value, unit = metric.split(" ")  # "218.4 ms"; from 10 s on, "14.3 s" (lifecycle.lessons.words.ms)
     assert _ms(value, unit) == pytest.approx(ttft, abs=0.1 if unit == "ms" else 50)
     assert f"TTFT {metric}" in _all_text(home)
-    prefill = _ms(*re.search(r"Prefill: \d+ tokens in ([\d,.]+) (ms|s)\b", _all_text(home)).groups())
+    prefill = _ms(*re.search(r"Prefill: [\d,]+ tokens in ([\d,.]+) (ms|s)\b", _all_text(home)).groups())
     lesson = markdowns(streaming)[1]
     share = prefill / ttft
     if "mostly the prefill" in lesson:
@@ -186,7 +186,7 @@ def test_ttft_is_explained_by_what_it_was_made_of(pages):
     assert said and _ms(*said.groups()) == pytest.approx(_ms(value, unit), abs=0.1 if unit == "ms" else 50)
     assert "That is the time to first token" not in kv
     journeys = _figure(re.search(r"of which its prefill took ([\d,.]+) ms", kv).group(1))
-    alone = _figure(re.search(r"\(this prompt, \d+ tokens: ([\d,.]+) ms\)", kv).group(1))
+    alone = _figure(re.search(r"\(this prompt, [\d,]+ tokens: ([\d,.]+) ms\)", kv).group(1))
     held_up = re.search(r"That is ([\d,.]+)x the ([\d,.]+) ms this prompt's prefill took measured alone", kv)
     assert (held_up is not None) == (journeys > 2 * alone + 1)  # the page rounds the measured prefill to 1 ms
     if held_up:

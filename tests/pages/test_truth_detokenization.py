@@ -167,7 +167,7 @@ def test_the_lesson_counts_the_answers_ids_bytes_and_characters(page, loaded):
     finish = "stop" if new[-1] in special_ids else "length"
     assert finish == "stop" or len(new) == MAX_TOKENS
     assert (f"**{len(text):,} characters**, `finish_reason` **{finish}**, and usage of "
-            f"**{len(prompt_ids) + len(new)} tokens** ({len(prompt_ids)} prompt + {len(new)} completion).") in lesson
+            f"**{len(prompt_ids) + len(new):,} tokens** ({len(prompt_ids)} prompt + {len(new)} completion).") in lesson
 
 
 def test_the_answer_token_by_token(page, loaded):
@@ -226,10 +226,10 @@ def test_the_split_character_example_counts_its_splits(page, loaded, example):
     split = sum(_ends_inside_a_character(pieces, [False] * len(ids)))
     sentence = next(m for m in markdowns(app) if m.startswith("The model's tokenizer cuts this text"))
     if split:
-        assert sentence.startswith(f"The model's tokenizer cuts this text into **{len(ids)} tokens**; **{split}** "
+        assert sentence.startswith(f"The model's tokenizer cuts this text into **{len(ids):,} tokens**; **{split:,}** "
                                    "of them end inside a character.")
     else:
-        assert sentence.startswith(f"The model's tokenizer cuts this text into **{len(ids)} tokens**, none of which "
+        assert sentence.startswith(f"The model's tokenizer cuts this text into **{len(ids):,} tokens**, none of which "
                                    "splits a character.")
     if example != EXAMPLES[2]:
         assert split > 0  # the emoji and CJK texts do split characters: the first sentence was checked

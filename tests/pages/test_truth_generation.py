@@ -63,7 +63,7 @@ def test_the_tokens_are_transformers_own_greedy_answer(generation, loaded):
     assert list(table["Id"]) == new
     lesson = _lesson(app)
     assert f"one token per step: {len(new)} tokens**" in lesson
-    assert f"one pass over the **{len(ids)} prompt tokens**" in lesson
+    assert f"one pass over the **{len(ids):,} prompt tokens**" in lesson
     answer = "".join(_replay(app)["deltas"])
     assert answer == reference_tokenizer(loaded).decode(new, skip_special_tokens=True)
 

@@ -44,7 +44,7 @@ def test_each_stage_line_is_this_prompts(home, loaded):
     finish = finish_reason(loaded, new)
     assert f"1 message(s), stream=true, max_tokens={MAX_TOKENS}; built in" in text
     assert re.search(rf"\b{tokens} tokens in [\d.,]+ (ms|s)\b", text)
-    assert (f"Chat template: {len(ids)} tokens in all ({len(ids) - tokens} added by the template) of "
+    assert (f"Chat template: {len(ids):,} tokens in all ({len(ids) - tokens:,} added by the template) of "
             f"{config.max_position_embeddings:,};") in text
     assert f"{len(ids)} vectors of {config.hidden_size} numbers" in text
     assert f"{config.num_hidden_layers} layers × {config.num_attention_heads} heads; inspection pass" in text
@@ -52,7 +52,7 @@ def test_each_stage_line_is_this_prompts(home, loaded):
     assert re.search(rf"Decode: {len(new)} tokens, [\d.,]+ (ms|s) each on average \({finish}\)", text)
     characters = len(reference_tokenizer(loaded).decode(new, skip_special_tokens=True))
     assert re.search(rf"\b{len(new)} tokens → {characters:,} characters in", text)
-    assert (f"the prefill of {len(ids)} prompt tokens and {len(new)} decode steps") in text
+    assert (f"the prefill of {len(ids):,} prompt tokens and {len(new):,} decode steps") in text
 
 
 def test_the_model_caption_is_the_config(home, loaded):
@@ -73,9 +73,9 @@ def test_the_calls_length_is_the_streams_last_event_and_the_models_work_its_part
     last = float(frames["At (ms)"].iloc[-1])
     assert _ms(*took) == pytest.approx(last, abs=duration_rounding(" ".join(took)))
     model = _ms(*re.search(r"decode steps — took \*\*([\d.,]+) (ms|s)\*\*", home["text"]).groups())
-    prefill = _ms(*re.search(r"Prefill: \d+ tokens in ([\d.,]+) (ms|s)\b", home["text"]).groups())
-    steps, mean, unit = re.search(r"Decode: (\d+) tokens, ([\d.,]+) (ms|s) each", home["text"]).groups()
-    assert model == pytest.approx(prefill + int(steps) * _ms(mean, unit), abs=1 + int(steps) * 0.5)
+    prefill = _ms(*re.search(r"Prefill: [\d,]+ tokens in ([\d.,]+) (ms|s)\b", home["text"]).groups())
+    steps, mean, unit = re.search(r"Decode: ([\d,]+) tokens, ([\d.,]+) (ms|s) each", home["text"]).groups()
+    assert model == pytest.approx(prefill + int(steps.replace(",", "")) * _ms(mean, unit), abs=1 + int(steps.replace(",", "")) * 0.5)
     assert model <= last  # the model's work is part of the call
 
 
