@@ -25,9 +25,9 @@ def detokenized_sentence(tokens: int, token_bytes: int, waits: int, dropped: int
                 f"byte{'s' * (dropped != 1)}** never became text and were dropped")
     left_out = (f"{special} special token{'s' * (special != 1)} (end of turn) {'was' if special == 1 else 'were'} left "
                 "out of the content. " if special else "")
-    return (f"The model never produces text: it produced **{tokens} token id{'s' * (tokens != 1)}**. Each id stands "
-            f"for a run of bytes (**{token_bytes - dropped} bytes** of content in all), and the bytes are UTF-8 text "
+    return (f"The model never produces text: it produced **{tokens:,} token id{'s' * (tokens != 1)}**. Each id stands "
+            f"for a run of bytes (**{token_bytes - dropped:,} bytes** of content in all), and the bytes are UTF-8 text "
             f"only once a whole character is there: {held}. {left_out}"
             f"The text became the `content` of the final response: **{characters:,} characters**, "
             f"`finish_reason` **{finish_reason}**, and usage of **{usage['total_tokens']:,} tokens** "
-            f"({usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion).")
+            f"({usage['prompt_tokens']:,} prompt + {usage['completion_tokens']:,} completion).")

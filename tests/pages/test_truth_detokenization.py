@@ -141,9 +141,9 @@ def test_the_lesson_counts_the_answers_ids_bytes_and_characters(page, loaded):
     special = [i in special_ids for i in new]
     text, dropped = _content(loaded, new)
     lesson = next(m for m in markdowns(app) if m.startswith("The model never produces text"))
-    assert f"it produced **{len(new)} token ids**" in lesson
+    assert f"it produced **{len(new):,} token ids**" in lesson
     content_bytes = sum(len(p) for p, s in zip(pieces, special) if not s) - len(dropped)
-    assert f"(**{content_bytes} bytes** of content in all)" in lesson
+    assert f"(**{content_bytes:,} bytes** of content in all)" in lesson
     assert content_bytes == len(text.encode("utf-8"))
     waits = sum(_ends_inside_a_character(pieces, special))
     if not waits:
@@ -167,7 +167,7 @@ def test_the_lesson_counts_the_answers_ids_bytes_and_characters(page, loaded):
     finish = "stop" if new[-1] in special_ids else "length"
     assert finish == "stop" or len(new) == MAX_TOKENS
     assert (f"**{len(text):,} characters**, `finish_reason` **{finish}**, and usage of "
-            f"**{len(prompt_ids) + len(new):,} tokens** ({len(prompt_ids)} prompt + {len(new)} completion).") in lesson
+            f"**{len(prompt_ids) + len(new):,} tokens** ({len(prompt_ids):,} prompt + {len(new):,} completion).") in lesson
 
 
 def test_the_answer_token_by_token(page, loaded):
