@@ -60,9 +60,10 @@ def roads_figure(roads: Sequence[str], largest: Sequence[float], narrowest: floa
         x=[wrap_label(road, 12) for road in roads], y=heights,
         marker_color=OKABE_ITO[5], text=[f"{value:.1e}" if value else "0 (exact)" for value in largest],
         textposition="outside", cliponaxis=False, hovertemplate="%{x}: %{y:.2e}<extra></extra>"))
-    shown = heights + ([narrowest / 2] if narrowest > 0 else [])
+    shown = list(heights)
     if narrowest > 0:
         figure.add_hline(y=narrowest / 2, line_dash="dash", line_color="grey")
+        shown.append(narrowest / 2)
     # Labels at powers of ten only, at most five, over whole decades (at least one, and half a decade above for the
     # bars' labels): left to itself Plotly also writes 2 and 5 between the powers, and on a phone they run into them.
     low, high = math.floor(math.log10(min(shown))), math.ceil(math.log10(max(shown)))

@@ -92,8 +92,6 @@ def cache_filler(model):
     import copy
     import itertools
 
-    if getattr(model.config, "_attn_implementation", None) == "sdpa" or not hasattr(model, "set_attn_implementation"):
-        return model
     shared = {id(tensor): tensor for tensor in itertools.chain(model.parameters(), model.buffers())}
     filler = copy.deepcopy(model, shared)
     filler.set_attn_implementation("sdpa")
