@@ -53,29 +53,39 @@ def main() -> None:
         pages_section()
     if sections == ["pages"]:
         return
-    _load_as_the_app_does()
+    _on_a_passing_thread(shared_model)
     if "lifecycle" in sections:
-        lifecycle_section()
+        _on_a_passing_thread(lifecycle_section)
     if "room" in sections:
-        room.main(shared_model())
+        _on_a_passing_thread(lambda: room.main(shared_model()))
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row("peak RSS of this process (MiB)", f"{peak_mib:.0f}", "(app budget 2,700)")
 
 
-def _load_as_the_app_does() -> None:
-    """Load the model in a thread that then ends, as the app does (a session's script thread).
+def _on_a_passing_thread(work) -> None:
+    """Run ``work`` in a thread that then ends, as the app runs a page's script (a session's script thread).
 
-    A thread that runs PyTorch work keeps its own OpenMP threads while it lives. Had this main
-    thread loaded the model, its idle OpenMP thread and the engine's would outnumber two cores, and
-    OpenMP then parks its threads between the ~450 small parallel regions of a decode step instead
-    of spinning: measured here, 43 ms a step against 35 ms."""
+    A thread that runs PyTorch work keeps its own OpenMP threads while it lives. Had this main thread loaded the
+    model, or run the lifecycle section's passes, its idle OpenMP thread and the engine's would outnumber two
+    cores, and OpenMP then parks its threads between the ~450 small parallel regions of a decode step instead of
+    spinning. Measured on 7 Dec 2026 (Zen 5): one stream's decode step took 14.3 ms after a few matrix products in
+    this main thread, against 7.4-7.7 ms without them or with them in a thread that had ended; 43 ms against 35 ms
+    on an earlier machine."""
     import threading
 
-    from lifecycle.model import shared_model
+    failed: list[BaseException] = []
 
-    loader = threading.Thread(target=shared_model, name="load-model")
-    loader.start()
-    loader.join()
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:  # raised again in the main thread: the bench stops as it would have
+            failed.append(error)
+
+    thread = threading.Thread(target=run, name="bench-section")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def app_start_rows(starts: int = 3) -> None:
