@@ -254,7 +254,7 @@ def measure_room(sessions: int = 30, max_tokens: int = 48, env: dict | None = No
 
     The class arrives once ``/health`` says the pages are ready, as a real one arrives at a server
     already started: ``/health`` turns 200 when the API is served, and the pages' hooked model is built
-    a few seconds later, which a class arriving that instant would wait for (docs/benchmarks.md).
+    a few seconds later, which a class arriving that instant would wait for (docs/benchmark-history.md).
     Every session has its own prompt; the sidebar's default sampling settings are used (what a
     class opening a shared link gets). The Generation page is opened after Next token, as a
     class moves through the pages, so its time includes the generation of every prompt.

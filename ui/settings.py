@@ -7,7 +7,7 @@ Streamlit drops a URL value it cannot accept (wrong type, out of range) and uses
 ``url_problems`` says so on the page instead of failing silently.
 
 A new tab's first run draws no widgets (their code held its picture back, measured in
-docs/benchmarks.md): ``current_settings`` then reads the URL as the widgets will (``url_settings``), and
+docs/benchmark-history.md): ``current_settings`` then reads the URL as the widgets will (``url_settings``), and
 the widgets come in the run after the picture is drawn (ui.frame).
 """
 

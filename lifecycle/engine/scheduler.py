@@ -58,7 +58,7 @@ RATE_WINDOW_SECONDS = 10.0
 FEW_ROWS_BUSY_SHARE = 0.2
 # A step of more requests than the packed kernels take (a class) runs on every core: the app keeps one core for a
 # browser beside it (one torch thread), which suits one learner, but a class's browsers are elsewhere, and 60 sessions
-# finished Generation ~20% sooner on two threads (docs/benchmarks.md).
+# finished Generation ~20% sooner on two threads (docs/benchmark-history.md).
 ROOM_REQUESTS = max(BATCH_ROWS)
 ROOM_THREADS_ENV = "LIFECYCLE_ROOM_THREADS"
 
