@@ -5,8 +5,8 @@ import pytest
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
 from lifecycle.engine import shared_engine
-from lifecycle.stages.kv_cache import (KVCacheShape, cache_filler, cache_report, latency_report, measure_cache,
-                                       timed_prefill)
+from lifecycle.stages.kv_cache import (WARM_TOKENS, KVCacheShape, cache_filler, cache_report, latency_report,
+                                       measure_cache, measure_latency, timed_prefill)
 from lifecycle.features.multiturn import common_prefix, replay_turns
 
 
@@ -63,6 +63,31 @@ def test_latency_points_cover_each_length_with_its_decode_steps(loaded, ids):
     assert all(len(p.decode_seconds) == 3 and p.prefill_seconds > 0 for p in points)
     with pytest.raises(LifecycleError):
         latency_report(loaded, ids, [loaded.context_window], decode_steps=1)
+
+
+class _Watched:
+    """The engine's stack, with every forward call's segment sizes written down (the work itself unchanged)."""
+
+    def __init__(self, stack):
+        self.stack, self.calls = stack, []
+
+    def __getattr__(self, name):
+        return getattr(self.stack, name)
+
+    def forward(self, segments, *args):
+        self.calls.append([len(segment.ids) for segment in segments])
+        return self.stack.forward(segments, *args)
+
+
+def test_the_sweep_warms_the_prefill_and_the_decode_step_before_its_first_length(loaded, ids):
+    """Warmed by a prefill alone, the first length's decode steps were charged for the decode path's first use
+    (17.6 ms against 7.5 ms warm). Before the first timed prefill, an untimed one and its decode steps run."""
+    engine = shared_engine(loaded)
+    watched = _Watched(engine.stack)
+    points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [len(ids)], decode_steps=2))
+    warm = min(len(ids), WARM_TOKENS)
+    assert watched.calls == [[warm], [1], [1], [len(ids)], [1], [1]]
+    assert [p.prompt_tokens for p in points] == [len(ids)] and len(points[0].decode_seconds) == 2
 
 
 def test_each_turn_resends_the_whole_history(loaded):
