@@ -63,8 +63,8 @@ def main() -> None:
 
 
 def _on_a_passing_thread(work):
-    """Run ``work`` in a thread that then ends, as the app runs a page's script (a session's script thread); its
-    result.
+    """Run ``work`` in a thread that then ends, as the app runs a page's script (a session's script thread), and
+    return what it returned.
 
     A thread that runs PyTorch work keeps its own OpenMP threads while it lives. Had this main thread loaded the
     model, or run the lifecycle section's passes, its idle OpenMP thread and the engine's would outnumber two
