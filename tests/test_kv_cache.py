@@ -1,5 +1,7 @@
 """The KV cache on the real model: its size formula equals the real cache tensors, and the two latencies."""
 
+import time
+
 import pytest
 
 from lifecycle.stages.context_window import Conversation, render_prompt
@@ -66,28 +68,39 @@ def test_latency_points_cover_each_length_with_its_decode_steps(loaded, ids):
 
 
 class _Watched:
-    """The engine's stack, with every forward call's segment sizes written down (the work itself unchanged)."""
+    """The engine's stack, with every forward call's segment sizes written down (the work itself unchanged); the
+    call numbered ``held`` (from 0) is held up ``HELD_SECONDS`` first, as other work on a busy machine would."""
 
-    def __init__(self, stack):
-        self.stack, self.calls = stack, []
+    HELD_SECONDS = 2.0
+
+    def __init__(self, stack, held: int | None = None):
+        self.stack, self.calls, self.held = stack, [], held
 
     def __getattr__(self, name):
         return getattr(self.stack, name)
 
     def forward(self, segments, *args):
+        if len(self.calls) == self.held:
+            time.sleep(self.HELD_SECONDS)
         self.calls.append([len(segment.ids) for segment in segments])
         return self.stack.forward(segments, *args)
 
 
-def test_the_sweep_warms_the_prefill_and_the_decode_step_before_its_first_length(loaded, ids):
+def test_the_sweep_warms_both_paths_then_keeps_each_lengths_fastest_prefill(loaded, ids):
     """Warmed by a prefill alone, the first length's decode steps were charged for the decode path's first use
-    (17.6 ms against 7.5 ms warm). Before the first timed prefill, an untimed one and its decode steps run."""
+    (17.6 ms against 7.5 ms warm). Before the first timed prefill, an untimed one and its decode steps run; then
+    each length is prefilled ``prefills`` times (the fastest kept) and decoded from once."""
     engine = shared_engine(loaded)
-    watched = _Watched(engine.stack)
-    points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [len(ids)], decode_steps=2))
+    watched = _Watched(engine.stack, held=5)  # the last of the three prefills
+    points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [len(ids)], decode_steps=2,
+                                                   prefills=3))
     warm = min(len(ids), WARM_TOKENS)
-    assert watched.calls == [[warm], [1], [1], [len(ids)], [1], [1]]
+    assert watched.calls == [[warm], [1], [1], [len(ids)], [len(ids)], [len(ids)], [1], [1]]
     assert [p.prompt_tokens for p in points] == [len(ids)] and len(points[0].decode_seconds) == 2
+    # The fastest is kept: not the held-up last one, nor a mean that would carry its share of the wait.
+    assert 0 < points[0].prefill_seconds < _Watched.HELD_SECONDS / 3
+    with pytest.raises(LifecycleError):
+        engine.run(lambda _m: measure_latency(engine.stack, engine.prefill_chunk, ids, [len(ids)], prefills=0))
 
 
 def test_each_turn_resends_the_whole_history(loaded):
