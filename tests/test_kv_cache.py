@@ -7,8 +7,8 @@ import pytest
 from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
 from lifecycle.engine import shared_engine
-from lifecycle.stages.kv_cache import (WARM_TOKENS, KVCacheShape, cache_filler, cache_report, latency_report,
-                                       measure_cache, measure_latency, timed_prefill)
+from lifecycle.stages.kv_cache import (WARM_TOKENS, KVCacheShape, LatencyPoint, cache_filler, cache_report,
+                                       latency_report, measure_cache, measure_latency, timed_prefill)
 from lifecycle.features.multiturn import common_prefix, replay_turns
 
 
@@ -101,6 +101,11 @@ def test_the_sweep_warms_both_paths_then_keeps_each_lengths_fastest_prefill(load
     assert 0 < points[0].prefill_seconds < _Watched.HELD_SECONDS / 3
     with pytest.raises(LifecycleError):
         engine.run(lambda _m: measure_latency(engine.stack, engine.prefill_chunk, ids, [len(ids)], prefills=0))
+
+
+def test_a_points_decode_step_is_its_fastest():
+    """A busy machine only adds time, so the page shows each length's fastest decode step, not its median."""
+    assert LatencyPoint(16, 0.05, (0.020, 0.007, 0.031, 0.009)).decode_fastest == 0.007
 
 
 def test_each_turn_resends_the_whole_history(loaded):

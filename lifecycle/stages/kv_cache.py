@@ -111,10 +111,10 @@ class LatencyPoint:
     decode_seconds: tuple[float, ...]
 
     @property
-    def decode_median(self) -> float:
-        ordered = sorted(self.decode_seconds)
-        middle = len(ordered) // 2
-        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    def decode_fastest(self) -> float:
+        """The fastest decode step: other work on the machine only ever adds time (under a test suite's load the
+        median of four read 20 ms after 16 tokens and 17 ms after 512)."""
+        return min(self.decode_seconds)
 
 
 def timed_prefill(stack, ids: Sequence[int], chunk: int, room: int = 0):
