@@ -139,11 +139,12 @@ def measure_latency(stack, chunk: int, ids: Sequence[int], lengths: Sequence[int
     times, keeping the fastest (other work on the machine only ever adds time: under a test suite's load one
     prefill of 16 tokens took 225 ms and one of 39 took 81 ms), then decode ``decode_steps`` greedy tokens one at
     a time against the last cache, each call timed alone. ``stack`` and ``chunk`` are the engine's, so these are
-    the times the engine itself takes. One untimed short run of both
-    (WARM_TOKENS prefilled, then the decode steps) first warms the caches and both code paths, so the first length
-    measured is not charged for it: warmed by a prefill alone, the first length's decode steps took 17.6, 13.6, 10.4
-    and 7.4 ms, against 7.5-7.7 ms warm (7 Dec 2026), and the page read that as decoding getting faster with a
-    longer cache."""
+    the times the engine itself takes.
+
+    One untimed short run of both (WARM_TOKENS prefilled, then the decode steps) first warms the caches and both
+    code paths, so the first length measured is not charged for it: warmed by a prefill alone, the first length's
+    decode steps took 17.6, 13.6, 10.4 and 7.4 ms, against 7.5-7.7 ms warm (7 Dec 2026), and the page read that as
+    decoding getting faster with a longer cache."""
     ids = [int(i) for i in ids]
     if decode_steps < 1:
         raise LifecycleError("decode_steps must be >= 1", param="decode_steps")
