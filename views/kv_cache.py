@@ -8,7 +8,7 @@ import streamlit as st
 from charts.kv_cache import MIB, cache_growth, latency_chart, turns_chart
 from charts.live_replay import kv_growth_data
 from lifecycle.engine import shared_engine
-from lifecycle.lessons.kv_cache import cache_against_weights, kv_cache_sentence, prefill_in_ttft
+from lifecycle.lessons.kv_cache import cache_against_weights, kv_cache_sentence, latency_sentence, prefill_in_ttft
 from lifecycle.stages.kv_cache import CacheMeasurement, KVCacheShape, LatencyPoint, cache_report, latency_report
 from lifecycle.model import LoadedModel
 from lifecycle.features.multiturn import TurnUsage, replay_turns
@@ -146,19 +146,9 @@ def render() -> None:
         st.subheader("Why the first token waits and the next ones do not", anchor=False)
         points = _arrived(latency, "Timing prefill and decode at several prompt lengths…")
         mine = next(p for p in points if p.prompt_tokens == len(ids))
-        short, long = points[0], points[-1]
-        st.markdown(
-            f"Prefill runs all prompt tokens through the model at once, so its time grows with the prompt: "
-            f"{short.prefill_seconds * 1000:,.0f} ms for {short.prompt_tokens} tokens, "
-            f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {len(ids):,} tokens: "
-            f"{mine.prefill_seconds * 1000:,.0f} ms). "
-            f"{prefill_in_ttft(answer.stream_metrics.ttft, answer.generation.prefill_seconds, mine.prefill_seconds)} "
-            f"A decode step runs one new token against the cache: {short.decode_fastest * 1000:,.0f} ms after "
-            f"{short.prompt_tokens} tokens, {long.decode_fastest * 1000:,.0f} ms after {long.prompt_tokens:,} "
-            f"({long.decode_fastest / short.decode_fastest:,.1f}x, against {long.prefill_seconds / short.prefill_seconds:,.1f}x "
-            "for prefill). That is the inter-token latency. "
-            + cache_against_weights(len(ids), shape.bytes_per_token, weight_bytes, loaded.context_window)
-        )
+        in_ttft = prefill_in_ttft(answer.stream_metrics.ttft, answer.generation.prefill_seconds, mine.prefill_seconds)
+        st.markdown(latency_sentence(points, len(ids), in_ttft) + " "
+                    + cache_against_weights(len(ids), shape.bytes_per_token, weight_bytes, loaded.context_window))
         st.plotly_chart(latency_chart([p.prompt_tokens for p in points], [p.prefill_seconds * 1000 for p in points],
                                       [p.decode_fastest * 1000 for p in points], len(ids)), key="kv_latency", theme=None)
         st.caption(f"Measured now on this machine with the engine's own forward pass: each prompt (this one's tokens "

@@ -4,8 +4,10 @@ the prefill's part of the time to first token."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from lifecycle.lessons.words import cache_size, mib, milliseconds, share_in_words
+from lifecycle.stages.kv_cache import LatencyPoint
 
 # A decode step's cache reads are "a small part" of its weight reads below this share.
 SMALL_SHARE = 0.2
@@ -36,6 +38,22 @@ def prefill_in_ttft(ttft: float, prefill: float, measured_alone: float | None = 
     return (f"The prefill is the model's part of the time to first token: this run's answer had its first token "
             f"after **{milliseconds(ttft)}**, of which its prefill took {milliseconds(prefill)}, "
             f"{share_in_words(share)}{rest}.{slowed}")
+
+
+def latency_sentence(points: Sequence[LatencyPoint], own_tokens: int, in_ttft: str) -> str:
+    """The latency sweep in words: the prefill at its shortest and longest lengths and at this prompt's
+    (``own_tokens``, one of the points), ``in_ttft`` (the prefill's part of this run's first token, from
+    ``prefill_in_ttft``), then a decode step at both ends and how much each of the two grew."""
+    short, long = points[0], points[-1]
+    mine = next(p for p in points if p.prompt_tokens == own_tokens)
+    return (f"Prefill runs all prompt tokens through the model at once, so its time grows with the prompt: "
+            f"{short.prefill_seconds * 1000:,.0f} ms for {short.prompt_tokens:,} tokens, "
+            f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {own_tokens:,} tokens: "
+            f"{mine.prefill_seconds * 1000:,.0f} ms). {in_ttft} "
+            f"A decode step runs one new token against the cache: {short.decode_fastest * 1000:,.0f} ms after "
+            f"{short.prompt_tokens:,} tokens, {long.decode_fastest * 1000:,.0f} ms after {long.prompt_tokens:,} "
+            f"({long.decode_fastest / short.decode_fastest:,.1f}x, against "
+            f"{long.prefill_seconds / short.prefill_seconds:,.1f}x for prefill). That is the inter-token latency.")
 
 
 def crossover_tokens(weight_bytes: int, cache_bytes_per_token: int) -> int:

@@ -1,6 +1,8 @@
 """The KV cache page's lessons: the prompt's cache, the cache against the weights, the prefill in the TTFT."""
 
-from lifecycle.lessons.kv_cache import cache_against_weights, crossover_tokens, kv_cache_sentence, prefill_in_ttft
+from lifecycle.lessons.kv_cache import (cache_against_weights, crossover_tokens, kv_cache_sentence, latency_sentence,
+                                       prefill_in_ttft)
+from lifecycle.stages.kv_cache import LatencyPoint
 from lifecycle.lessons.words import cache_size
 
 # SmolLM2-135M: 30 layers x 3 KV heads x 64 x 2 x 4 bytes per position; ~111.5 MB of packed weights a step.
@@ -44,3 +46,14 @@ def test_the_kv_cache_sentence_sizes_this_prompts_cache():
     assert "**37 tokens**: **1.63 MiB**" in sentence and "**45.0 KiB** more per generated token" in sentence
     assert "among 3 query heads" in sentence and "3x smaller" in sentence
     assert cache_size(2**20 - 1) == "1,024.0 KiB" and cache_size(2**20) == "1.00 MiB"
+
+
+def test_the_latency_sentence_states_the_sweeps_ends_this_prompt_and_each_lengths_fastest_decode_step():
+    points = [LatencyPoint(16, 0.066, (0.013, 0.012, 0.014, 0.0125)), LatencyPoint(39, 0.082, (0.012,)),
+              LatencyPoint(512, 0.771, (0.016, 0.014, 0.015, 0.0145))]
+    sentence = latency_sentence(points, 39, "FIRST TOKEN.")
+    assert "66 ms for 16 tokens, 771 ms for 512 (this prompt, 39 tokens: 82 ms). FIRST TOKEN. A decode" in sentence
+    # 14 / 12 = 1.17 and 771 / 66 = 11.68, from each length's fastest decode step
+    assert "12 ms after 16 tokens, 14 ms after 512 (1.2x, against 11.7x for prefill)" in sentence
+    long = [LatencyPoint(16, 0.06, (0.012,)), LatencyPoint(1007, 1.5, (0.018,))]
+    assert "1,500 ms for 1,007 (this prompt, 1,007 tokens: 1,500 ms)" in latency_sentence(long, 1007, "")
