@@ -9,7 +9,8 @@ from charts.kv_cache import MIB, cache_growth, latency_chart, turns_chart
 from charts.live_replay import kv_growth_data
 from lifecycle.engine import shared_engine
 from lifecycle.lessons.kv_cache import cache_against_weights, kv_cache_sentence, latency_sentence, prefill_in_ttft
-from lifecycle.stages.kv_cache import CacheMeasurement, KVCacheShape, LatencyPoint, cache_report, latency_report
+from lifecycle.stages.kv_cache import (CacheMeasurement, KVCacheShape, LatencyPoint, cache_report, latency_report,
+                                       point_for)
 from lifecycle.model import LoadedModel
 from lifecycle.features.multiturn import TurnUsage, replay_turns
 from lifecycle.result_cache import Pending
@@ -49,7 +50,7 @@ def _own_prefill(ids: tuple[int, ...], points: list[LatencyPoint]) -> ColdPrefil
     """The sweep's prefill of the prompt itself from scratch: the conversation's first turn sends these same ids,
     so the replay takes this time instead of prefilling them again (a 1,000-token prompt: seconds). It is part of
     the replay's key: a sweep measured again gives a replay that shows its time."""
-    return ((ids, next(p.prefill_seconds for p in points if p.prompt_tokens == len(ids))),)
+    return ((ids, point_for(points, len(ids)).prefill_seconds),)
 
 
 def _conversation(settings: JourneySettings) -> tuple[str, ...]:
@@ -145,8 +146,8 @@ def render() -> None:
 
         st.subheader("Why the first token waits and the next ones do not", anchor=False)
         points = _arrived(latency, "Timing prefill and decode at several prompt lengths…")
-        mine = next(p for p in points if p.prompt_tokens == len(ids))
-        in_ttft = prefill_in_ttft(answer.stream_metrics.ttft, answer.generation.prefill_seconds, mine.prefill_seconds)
+        in_ttft = prefill_in_ttft(answer.stream_metrics.ttft, answer.generation.prefill_seconds,
+                                  point_for(points, len(ids)).prefill_seconds)
         st.markdown(latency_sentence(points, len(ids), in_ttft) + " "
                     + cache_against_weights(len(ids), shape.bytes_per_token, weight_bytes, loaded.context_window))
         st.plotly_chart(latency_chart([p.prompt_tokens for p in points], [p.prefill_seconds * 1000 for p in points],

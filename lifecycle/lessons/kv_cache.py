@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 
 from lifecycle.lessons.words import cache_size, mib, milliseconds, share_in_words
-from lifecycle.stages.kv_cache import LatencyPoint
+from lifecycle.stages.kv_cache import LatencyPoint, point_for
 
 # A decode step's cache reads are "a small part" of its weight reads below this share.
 SMALL_SHARE = 0.2
@@ -45,7 +45,7 @@ def latency_sentence(points: Sequence[LatencyPoint], own_tokens: int, in_ttft: s
     (``own_tokens``, one of the points), ``in_ttft`` (the prefill's part of this run's first token, from
     ``prefill_in_ttft``), then a decode step at both ends and how much each of the two grew."""
     short, long = points[0], points[-1]
-    mine = next(p for p in points if p.prompt_tokens == own_tokens)
+    mine = point_for(points, own_tokens)
     return (f"Prefill runs all prompt tokens through the model at once, so its time grows with the prompt: "
             f"{short.prefill_seconds * 1000:,.0f} ms for {short.prompt_tokens:,} tokens, "
             f"{long.prefill_seconds * 1000:,.0f} ms for {long.prompt_tokens:,} (this prompt, {own_tokens:,} tokens: "

@@ -117,6 +117,11 @@ class LatencyPoint:
         return min(self.decode_seconds)
 
 
+def point_for(points: Sequence[LatencyPoint], prompt_tokens: int) -> LatencyPoint:
+    """The sweep's point at ``prompt_tokens`` (the prompt's own length, always one of the lengths swept)."""
+    return next(point for point in points if point.prompt_tokens == prompt_tokens)
+
+
 def timed_prefill(stack, ids: Sequence[int], chunk: int, room: int = 0):
     """Prefill ``ids`` into a fresh cache the way the engine serves it (``chunk`` tokens per step), timed.
 
