@@ -15,5 +15,10 @@ def _tokenizer_of(source: str):
 
 
 def reference_tokenizer(loaded):
-    """transformers' tokenizer for ``loaded``'s model (one per model folder)."""
-    return _tokenizer_of(loaded.source)
+    """transformers' tokenizer for ``loaded``'s model (one per model folder).
+
+    Taken under the model's build lock: the pages' model may be being built in another thread, importing
+    transformers, and a second thread importing it at the same time can find a name not yet there ("cannot import
+    name 'AutoTokenizer'", seen with ``pytest -n 0``)."""
+    with loaded.build_lock:
+        return _tokenizer_of(loaded.source)
