@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from lifecycle.errors import LifecycleError
+from lifecycle.lessons.words import counted
 from lifecycle.stages.tokenization import ENCODINGS, MODEL_ENCODING
 from lifecycle.stages.vocabulary import show_token
 
@@ -135,7 +136,7 @@ def _warm(args: argparse.Namespace) -> str:
     settings = _generation_flags(args)
     if args.system is not None:
         settings["system_prompt"] = args.system
-    print(f"Warming {len(prompts)} prompt(s) on {args.url} …", flush=True)
+    print(f"Warming {counted(len(prompts), 'prompt')} on {args.url} …", flush=True)
     summary, failed = None, 0
     for line in warm_server(args.url, args.api_key, prompts, settings, pages=not args.journey_only):
         if line.get("done"):
@@ -154,9 +155,9 @@ def _warm(args: argparse.Namespace) -> str:
     if summary is None:
         raise LifecycleError("The server stopped before reporting every prompt.", param="url")
     if failed:
-        raise LifecycleError(f"{failed} of {len(prompts)} prompt(s) could not be warmed (see above).",
+        raise LifecycleError(f"{failed} of {counted(len(prompts), 'prompt')} could not be warmed (see above).",
                              param="prompts")
-    return f"{summary['ready']} prompt(s) ready in {summary['seconds']:.1f} s: the class's pages open at once."
+    return f"{counted(summary['ready'], 'prompt')} ready in {summary['seconds']:.1f} s: the class's pages open at once."
 
 
 def _trace(args: argparse.Namespace) -> str:

@@ -28,6 +28,7 @@ from lifecycle.faults.plan import LABELS, MAX_CUT_AFTER, MAX_DELAY, MAX_FAILURES
 from lifecycle.journey import journey_request
 from lifecycle.api.demo import DemoGateway
 from lifecycle.lessons.failures import failures_lesson
+from lifecycle.lessons.words import counted
 from ui.frame import lesson, loaded_model, show_text, stage_page
 from ui.tables import fitted_table
 from ui.text import literal, ms
@@ -76,7 +77,7 @@ def _summary(run: ClientRun) -> str:
     statuses = ", ".join("reset" if a.status is None and "reset" in a.answer else
                          "no answer" if a.status is None else str(a.status) for a in run.attempts)
     waits = ", ".join(f"{w:.2f} s" for w in run.waits)
-    sentence = (f"The SDK made **{len(run.attempts)} attempt(s)** in **{ms(run.seconds)}** ({statuses})"
+    sentence = (f"The SDK made **{counted(len(run.attempts), 'attempt')}** in **{ms(run.seconds)}** ({statuses})"
                 + (f", sleeping {waits} between them." if waits else "."))
     if run.succeeded:
         return sentence + f" Then it returned the answer (finish_reason {literal(run.finish_reason)})."
@@ -128,8 +129,8 @@ def _recovery(run: ClientRun, resend: Callable[[], ClientRun]) -> None:
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     st.markdown(
         f"The second call paid for **{usage['prompt_tokens']:,} prompt tokens** again, **{cached:,}** of them served "
-        f"from the server's prefix cache (`cached_tokens`), and answered {usage['completion_tokens']:,} token(s) in "
-        f"{ms(again.seconds)}, finish_reason **{literal(again.finish_reason)}**:")
+        f"from the server's prefix cache (`cached_tokens`), and answered {counted(usage['completion_tokens'], 'token')} "
+        f"in {ms(again.seconds)}, finish_reason **{literal(again.finish_reason)}**:")
     show_text(again.text)
 
 
@@ -140,7 +141,8 @@ def _holding(run: ClientRun, prompt_tokens: int, resend: Callable[[], ClientRun]
                     + (f" (HTTP {run.error_status})" if run.error_status else "") + ", with the message:")
         show_text(run.error_message or "")
     if run.streamed:
-        st.markdown(f"**{run.chunks}** streamed token(s) of text, finish_reason **{literal(run.finish_reason)}**, "
+        tokens = "token" if run.chunks == 1 else "tokens"
+        st.markdown(f"**{run.chunks:,}** streamed {tokens} of text, finish_reason **{literal(run.finish_reason)}**, "
                     f"usage **{'none' if run.usage is None else literal(run.usage.get('total_tokens'))}**:")
         show_text(run.text or "∅")
         if run.error is not None:
@@ -170,7 +172,7 @@ def _show(run: ClientRun, prompt_tokens: int, max_tokens: int, resend: Callable[
     _attempt_table(run)
     traceparents = {a.traceparent for a in run.attempts}
     st.caption(f"Every attempt carried the same W3C traceparent ({literal(run.traceparent)}): one user action, "
-               f"{len(run.attempts)} attempt(s), tied together." if traceparents == {run.traceparent} else
+               f"{counted(len(run.attempts), 'attempt')}, tied together." if traceparents == {run.traceparent} else
                "The attempts carried different traceparents.")
     _holding(run, prompt_tokens, resend)
     _ledger(run, prompt_tokens, max_tokens)
@@ -298,9 +300,9 @@ def _show_pattern(pattern: PatternRun) -> None:
     sent = [s for s in pattern.steps if s.run is not None]
     answer = pattern.answer
     st.markdown(
-        f"**{len(pattern.steps)} call(s)** in **{ms(pattern.seconds)}**, {len(sent)} sent, "
+        f"**{counted(len(pattern.steps), 'call')}** in **{ms(pattern.seconds)}**, {len(sent)} sent, "
         f"{len(pattern.steps) - len(sent)} failed fast without sending, "
-        f"{sum(len(s.run.attempts) for s in sent)} attempt(s) on the wire; "
+        f"{counted(sum(len(s.run.attempts) for s in sent), 'attempt')} on the wire; "
         + (f"answered by **{literal(next(s.route for s in pattern.steps if s.run is answer))}**."
            if answer is not None else "no answer.")
     )

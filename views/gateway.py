@@ -24,6 +24,7 @@ from lifecycle.api.exchange import new_request_id
 from lifecycle.api.ratelimit import RateLimiter
 from lifecycle.api.routes import default_server
 from lifecycle.lessons.gateway import gateway_lesson
+from lifecycle.lessons.words import counted
 from ui.cache import cached_journey
 from ui.deployment import local_only
 from ui.frame import lesson, stage_page
@@ -110,7 +111,7 @@ def _own_calls() -> None:
         st.caption(f"No call yet ({literal(reader.reason)}). Send one to /v1; it appears here.")
         return
     latest = records[0]
-    st.caption(f"The newest of {len(records)} call(s) you may see: {latest.id}, answered "
+    st.caption(f"The newest of {counted(len(records), 'call')} you may see: {latest.id}, answered "
                f"HTTP {latest.status} in {ms(latest.duration)}. Key names only: a key itself is never stored.")
     steps = pd.DataFrame(gateway_rows((latest.journey or {}).get("gateway") or []),
                          columns=["step", "outcome", "status", "at (ms)", "detail"])

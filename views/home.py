@@ -6,6 +6,7 @@ from charts.journey import latency_waterfall
 from lifecycle.features.call_timeline import LAST_FRAMES, SETUP, WAIT
 from lifecycle.errors import LifecycleError
 from lifecycle.lessons.home import engine_wait_sentence, home_lesson
+from lifecycle.lessons.words import counted
 from lifecycle.stages.vocabulary import show_token
 from lifecycle.model import ModelLoadError
 from ui.cache import cached_journey
@@ -53,8 +54,8 @@ def stage_lines(journey, model) -> dict[str, str]:
     prompt_ids = len(journey.rendered.ids)
     usage_note = "with a usage chunk" if journey.input.include_usage else "no usage chunk"
     return {
-        "request": f"{len(journey.request.messages)} message(s), stream=true, max_tokens={journey.input.max_tokens}; "
-                   f"built in {ms(time['request'])}",
+        "request": f"{counted(len(journey.request.messages), 'message')}, stream=true, "
+                   f"max_tokens={journey.input.max_tokens}; built in {ms(time['request'])}",
         "gateway": "Key check, rate limit, routing and call log: not part of this timed run (see the page)",
         "tokenization": f"{journey.prompt_tokens.count:,} tokens in {ms(time['tokenization'])}",
         "context-window": f"Chat template: {prompt_ids:,} tokens in all ({prompt_ids - journey.prompt_tokens.count:,} "

@@ -36,6 +36,7 @@ from lifecycle.api.endpoints import ApiServer
 from lifecycle.api.keys import KEYS_ENV
 from lifecycle.api.routes import default_server
 from lifecycle.lessons.live_calls import live_calls_lesson
+from lifecycle.lessons.words import counted
 from lifecycle.model import is_loaded, shared_model
 from lifecycle.api.serving import live_calls, model_status
 from lifecycle.stages.vocabulary import show_token, token_bytes
@@ -193,8 +194,8 @@ def _usage_per_key(records: list[CallRecord]) -> None:
         totals = frame.groupby("key name", as_index=False).sum()
         totals["total tokens"] = totals["prompt tokens"] + totals["completion tokens"]
         st.dataframe(totals, hide_index=True, key="usage_per_key")
-        st.caption(f"Over the {len(records)} call(s) listed above. Keep each call's x-request-id and usage: they "
-                   "are what an invoice is reconciled against.")
+        st.caption(f"Over the {counted(len(records), 'call')} listed above. Keep each call's x-request-id and usage: "
+                   "they are what an invoice is reconciled against.")
 
 
 def _pick_call(log: CallLog, records: list[CallRecord], reader: CallReader) -> CallRecord | None:

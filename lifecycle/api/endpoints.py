@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lifecycle.errors import LifecycleError
+from lifecycle.lessons.words import counted
 from lifecycle.model import LoadedModel, shared_model
 from lifecycle.stages.request import ChatRequest
 from lifecycle.api.body import parse_body, read_body
@@ -156,7 +157,7 @@ class ApiServer:
             raise ApiError(400, f"Previous response with id {wanted.previous_response_id!r} not found.",
                            param="previous_response_id", code="previous_response_not_found")
         exchange.step("state", "passed", f"Continued from {wanted.previous_response_id}: "
-                      f"{len(stored.messages)} stored message(s) prepended.", 200)
+                      f"{counted(len(stored.messages), 'stored message')} prepended.", 200)
         return stored.messages
 
     async def _serve(self, request: Request, exchange: Exchange, chat: ChatRequest, job_class: Callable) -> Response:
@@ -181,7 +182,7 @@ class ApiServer:
             exchange.step("queue", "refused", str(full), 503)
             raise ApiError(503, str(full), type="server_error", code="queue_full", outcome="error",
                            headers={"retry-after": str(full.retry_after), **limits}) from full
-        exchange.step("queue", "admitted", f"Queued behind {len(model_queue().snapshot()) - 1} call(s).")
+        exchange.step("queue", "admitted", f"Queued behind {counted(len(model_queue().snapshot()) - 1, 'call')}.")
         job = job_class(self.gateway.save, exchange, chat, loaded, call, prompt_ids, max_tokens, asyncio.get_running_loop())
         threading.Thread(target=job.run, name=f"generate-{exchange.id}", daemon=True).start()
         if chat.stream:

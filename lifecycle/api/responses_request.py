@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lifecycle.errors import LifecycleError
+from lifecycle.lessons.words import counted
 from lifecycle.model import model_name
 from lifecycle.stages import json_fields as f
 from lifecycle.stages.request import (
@@ -437,9 +438,9 @@ def wire_differences(chat: ChatRequest, responses: ResponsesRequest) -> list[Wir
         WireDifference("endpoint", "POST /v1/chat/completions", "POST /v1/responses"),
         WireDifference("system prompt", "messages[0] with role \"system\"" if system else "(none)",
                        "instructions" if responses.instructions else "(none)"),
-        WireDifference("the conversation", f"messages: {len(chat.messages)} message(s), sent again every turn",
+        WireDifference("the conversation", f"messages: {counted(len(chat.messages), 'message')}, sent again every turn",
                        "input: a string" if isinstance(responses.input, str)
-                       else f"input: {len(responses.input)} item(s); or previous_response_id, and the server "
+                       else f"input: {counted(len(responses.input), 'item')}; or previous_response_id, and the server "
                             "keeps the rest"),
         WireDifference("length limit", f"max_tokens: {chat.max_tokens}",
                        f"max_output_tokens: {responses.max_output_tokens}"),

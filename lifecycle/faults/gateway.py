@@ -29,6 +29,7 @@ from lifecycle.faults.plan import PLAN_LIFETIME, Fault, FaultPlan
 from lifecycle.api.demo import DemoGateway
 from lifecycle.api.errors import error_envelope
 from lifecycle.api.exchange import new_request_id
+from lifecycle.lessons.words import counted
 
 PLAN_HEADER = "x-fault-plan"
 CHAT_PATH = "/v1/chat/completions"
@@ -186,7 +187,7 @@ class FaultyGateway:
         relay = _Relay(handler, cut_after)
         asyncio.run(relay.run(entry.demo.app, body, headers))
         if relay.cut:
-            answer = f"{relay.status}, stream cut after {relay.tokens} token(s)"
+            answer = f"{relay.status}, stream cut after {counted(relay.tokens, 'token')}"
         elif relay.client_gone:
             answer = f"{relay.status} from the demo gateway, but the client had hung up"
         else:

@@ -49,6 +49,11 @@ def cache_size(count: int) -> str:
     return f"{count / 1024:,.1f} KiB" if count < 2**20 else f"{count / 2**20:,.2f} MiB"
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun: "1 message", "2 messages", "1,024 entries" (``plural`` when not noun + "s")."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def and_joined(parts: Sequence[str]) -> str:
     """Parts as a list in a sentence: "a", "a and b", "a, b and c"."""
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]

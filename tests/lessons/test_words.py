@@ -1,6 +1,6 @@
 """The wording the lessons share, checked on both sides of each turn of phrase."""
 
-from lifecycle.lessons.words import and_joined, cache_size, mib, milliseconds, ms, share_in_words
+from lifecycle.lessons.words import and_joined, cache_size, counted, mib, milliseconds, ms, share_in_words
 
 
 def test_a_share_is_half_only_near_half():
@@ -29,3 +29,10 @@ def test_sizes_and_lists():
     assert and_joined(["a"]) == "a"
     assert and_joined(["a", "b"]) == "a and b"
     assert and_joined(["a", "b", "c"]) == "a, b and c"
+
+
+def test_a_count_takes_the_singular_only_at_one():
+    assert counted(1, "message") == "1 message"
+    assert counted(0, "message") == "0 messages"
+    assert counted(2, "stored message") == "2 stored messages"
+    assert counted(1_024, "entry", "entries") == "1,024 entries"

@@ -42,7 +42,7 @@ def test_each_stage_line_is_this_prompts(home, loaded):
     text, ids, new, config = home["text"], home["ids"], home["new"], loaded.model.config
     tokens = len(reference_tokenizer(loaded).encode(home["prompt"], add_special_tokens=False))
     finish = finish_reason(loaded, new)
-    assert f"1 message(s), stream=true, max_tokens={MAX_TOKENS}; built in" in text
+    assert f"1 message, stream=true, max_tokens={MAX_TOKENS}; built in" in text
     assert re.search(rf"\b{tokens} tokens in [\d.,]+ (ms|s)\b", text)
     assert (f"Chat template: {len(ids):,} tokens in all ({len(ids) - tokens:,} added by the template) of "
             f"{config.max_position_embeddings:,};") in text

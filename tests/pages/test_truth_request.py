@@ -91,7 +91,7 @@ def _chat_wire(body: dict) -> bytes:
 def test_the_body_size_is_what_the_official_sdk_sends(request_page):
     app = request_page
     body = _chat_body(app)
-    said = re.search(r"a JSON body of \*\*([\d,]+) bytes\*\* holding \*\*(\d+) message\(s\)\*\* and (\d+) parameters",
+    said = re.search(r"a JSON body of \*\*([\d,]+) bytes\*\* holding \*\*(\d+) messages?\*\* and (\d+) parameters?",
                      _lesson(app))
     assert said, _lesson(app)
     assert _number(said.group(1)) == len(_chat_wire(body))
