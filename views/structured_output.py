@@ -19,7 +19,7 @@ import streamlit as st
 from charts.structured import mask_bars
 from lifecycle.errors import LifecycleError
 from lifecycle.lessons.structured_output import structured_lesson
-from lifecycle.features.structured import StructuredRun, follow_call
+from lifecycle.features.structured import StructuredRun, follow_call, stream_rows
 from lifecycle.features.tools import output_rules
 from lifecycle.stages.vocabulary import show_token
 from ui.cache import per_prompt_cache
@@ -97,12 +97,13 @@ def _lesson(run: StructuredRun) -> None:
 
 def _fragments(run: StructuredRun) -> None:
     st.subheader("What the stream sends", anchor=False)
-    rows = [{"step": s.index + 1, "token": show_token(s.token), "chunk delta": json.dumps(d, ensure_ascii=False),
-             "arguments so far": s.arguments}
-            for s in run.steps for d in s.deltas]
-    fitted_table(pd.DataFrame(rows[:SHOWN_FRAGMENTS], columns=["step", "token", "chunk delta", "arguments so far"]),
-                 ["step", "token", "arguments so far"], key="structured_fragments", full_from=640, hide_index=True,
-                 narrow_widths={"step": 45, "token": 100, "arguments so far": 190})
+    rows = stream_rows(run.steps)
+    held = "arguments so far" if any("tool_calls" in row.delta for row in rows) else "content so far"
+    table = pd.DataFrame([{"step": row.step, "token": show_token(row.token),
+                           "chunk delta": json.dumps(row.delta, ensure_ascii=False), held: row.so_far}
+                          for row in rows[:SHOWN_FRAGMENTS]], columns=["step", "token", "chunk delta", held])
+    fitted_table(table, ["step", "token", held], key="structured_fragments", full_from=640, hide_index=True,
+                 narrow_widths={"step": 45, "token": 100, held: 190})
     if run.tool_calls:
         st.caption("The first tool-call delta carries the call's id, type, name and empty arguments; every later "
                    "one only an arguments fragment with the call's index. The client glues the fragments together "

@@ -29,7 +29,17 @@ class StructuredStep:
     model_choice: str
     model_choice_allowed: bool
     deltas: list[dict] = field(default_factory=list)
-    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    """One chunk delta a stream sends, with the step (1-based) and token that sent it, and what a client has glued
+    together once it arrived."""
+
+    step: int
+    token: str
+    delta: dict
+    so_far: str
 
 
 @dataclass
@@ -66,7 +76,7 @@ def follow_call(loaded, messages: list[dict], rules: OutputRules, settings: Samp
         steps.append(StructuredStep(
             step.index, step.text, step.grammar_allowed or loaded.vocab_size, step.probability,
             _token_text(loaded, favourite), favourite == step.token_id or _survived_the_mask(step, favourite),
-            deltas, reader.call.arguments if reader and reader.call else "",
+            deltas,
         ))
     # The final message names the call by the id its stream's first delta carried: one call, one id.
     content, calls = read_output(text, reader.call_id) if rules.may_call else (text, [])
@@ -79,6 +89,23 @@ def follow_call(loaded, messages: list[dict], rules: OutputRules, settings: Samp
     )
     _validate(run, rules, calls)
     return run
+
+
+def stream_rows(steps: list[StructuredStep]) -> list[StreamRow]:
+    """Every chunk delta in order. What a client holds after each: the tool call's arguments glued from their
+    fragments when the stream carries a call (nothing yet after its first delta, which brings the id and name),
+    else the content."""
+    calls = any("tool_calls" in delta for step in steps for delta in step.deltas)
+    rows, so_far = [], ""
+    for step in steps:
+        for delta in step.deltas:
+            if calls:
+                so_far += "".join((call.get("function") or {}).get("arguments") or ""
+                                  for call in delta.get("tool_calls") or [])
+            else:
+                so_far += delta.get("content") or ""
+            rows.append(StreamRow(step.index + 1, step.token, delta, so_far))
+    return rows
 
 
 def _token_text(loaded, token_id: int) -> str:
