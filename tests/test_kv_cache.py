@@ -99,6 +99,21 @@ def test_the_sweep_warms_both_paths_then_keeps_each_lengths_fastest_prefill(load
     assert [p.prompt_tokens for p in points] == [len(ids)] and len(points[0].decode_seconds) == 2
     # The fastest is kept: not the held-up last one, nor a mean that would carry its share of the wait.
     assert 0 < points[0].prefill_seconds < _Watched.HELD_SECONDS / 3
+
+
+def test_a_lengths_prefills_are_a_sweep_apart(loaded, ids):
+    """The prefills go in rounds over every length, the decode steps with the last round, so one burst of other
+    work cannot hold up every prefill of one length: here the first round's prefill of the longer length is held
+    up, and its point still keeps a fast one."""
+    engine = shared_engine(loaded)
+    short, long = len(ids), 2 * len(ids)
+    watched = _Watched(engine.stack, held=3)  # after the warm-up's two calls: the first round's longer length
+    points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [long, short], decode_steps=1,
+                                                   prefills=2))
+    warm = min(len(ids), WARM_TOKENS)
+    assert watched.calls == [[warm], [1], [short], [long], [short], [1], [long], [1]]
+    assert [p.prompt_tokens for p in points] == [short, long]
+    assert 0 < points[1].prefill_seconds < _Watched.HELD_SECONDS / 3
     with pytest.raises(LifecycleError):
         engine.run(lambda _m: measure_latency(engine.stack, engine.prefill_chunk, ids, [len(ids)], prefills=0))
 
