@@ -60,9 +60,9 @@ def test_each_token_adds_the_same_bytes_and_gqa_saves_the_head_ratio(loaded, ids
 
 def test_latency_points_cover_each_length_with_its_decode_steps(loaded, ids):
     """(No timing assertions here: speed lives in `make bench`.)"""
-    points = latency_report(loaded, ids, [8, len(ids), 3 * len(ids)], decode_steps=3)
+    points = latency_report(loaded, ids, [8, len(ids), 3 * len(ids)], decode_steps=3, prefills=2)
     assert [p.prompt_tokens for p in points] == [8, len(ids), 3 * len(ids)]
-    assert all(len(p.decode_seconds) == 3 and p.prefill_seconds > 0 for p in points)
+    assert all(len(p.decode_seconds) == 2 * 3 and p.prefill_seconds > 0 for p in points)
     with pytest.raises(LifecycleError):
         latency_report(loaded, ids, [loaded.context_window], decode_steps=1)
 
@@ -89,31 +89,31 @@ class _Watched:
 def test_the_sweep_warms_both_paths_then_keeps_each_lengths_fastest_prefill(loaded, ids):
     """Warmed by a prefill alone, the first length's decode steps were charged for the decode path's first use
     (17.6 ms against 7.5 ms warm). Before the first timed prefill, an untimed one and its decode steps run; then
-    each length is prefilled ``prefills`` times (the fastest kept) and decoded from once."""
+    each length is prefilled ``prefills`` times (the fastest kept), each time decoded from."""
     engine = shared_engine(loaded)
-    watched = _Watched(engine.stack, held=5)  # the last of the three prefills
+    watched = _Watched(engine.stack, held=9)  # the last of the three prefills
     points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [len(ids)], decode_steps=2,
                                                    prefills=3))
     warm = min(len(ids), WARM_TOKENS)
-    assert watched.calls == [[warm], [1], [1], [len(ids)], [len(ids)], [len(ids)], [1], [1]]
-    assert [p.prompt_tokens for p in points] == [len(ids)] and len(points[0].decode_seconds) == 2
+    assert watched.calls == [[warm], [1], [1]] + [[len(ids)], [1], [1]] * 3
+    assert [p.prompt_tokens for p in points] == [len(ids)] and len(points[0].decode_seconds) == 3 * 2
     # The fastest is kept: not the held-up last one, nor a mean that would carry its share of the wait.
     assert 0 < points[0].prefill_seconds < _Watched.HELD_SECONDS / 3
 
 
-def test_a_lengths_prefills_are_a_sweep_apart(loaded, ids):
-    """The prefills go in rounds over every length, the decode steps with the last round, so one burst of other
-    work cannot hold up every prefill of one length: here the first round's prefill of the longer length is held
-    up, and its point still keeps a fast one."""
+def test_a_lengths_timings_are_a_sweep_apart(loaded, ids):
+    """The repeats go in rounds over every length, so one burst of other work cannot hold up all of one length's
+    timings: here the first round's decode step after the shorter length is held up, and its point still keeps a
+    fast one."""
     engine = shared_engine(loaded)
     short, long = len(ids), 2 * len(ids)
-    watched = _Watched(engine.stack, held=3)  # after the warm-up's two calls: the first round's longer length
+    watched = _Watched(engine.stack, held=3)  # after the warm-up's two calls and the first prefill: its decode step
     points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [long, short], decode_steps=1,
                                                    prefills=2))
     warm = min(len(ids), WARM_TOKENS)
-    assert watched.calls == [[warm], [1], [short], [long], [short], [1], [long], [1]]
+    assert watched.calls == [[warm], [1]] + [[short], [1], [long], [1]] * 2
     assert [p.prompt_tokens for p in points] == [short, long]
-    assert 0 < points[1].prefill_seconds < _Watched.HELD_SECONDS / 3
+    assert 0 < points[0].decode_fastest < _Watched.HELD_SECONDS / 3
     with pytest.raises(LifecycleError):
         engine.run(lambda _m: measure_latency(engine.stack, engine.prefill_chunk, ids, [len(ids)], prefills=0))
 

@@ -25,7 +25,7 @@ from ui.when_idle import details_ready
 DETAILS = "kv_cache_details"  # ui.when_idle: everything under the replay comes in the run after it is drawn
 SWEEP = (16, 64, 256, 512)
 DECODE_STEPS = 4
-PREFILLS = 2  # each length's prefill timed twice, a sweep apart, the fastest kept: other work only adds time
+PREFILLS = 2  # each length timed twice, a sweep apart, the fastest kept: other work only adds time
 FOLLOW_UPS = ("Can you say that more simply?", "Give me one example.")
 TURN_TOKENS = 24
 ColdPrefills = tuple[tuple[tuple[int, ...], float], ...]  # (prompt ids, seconds) pairs, hashable for the cache key
@@ -153,8 +153,8 @@ def render() -> None:
         st.plotly_chart(latency_chart([p.prompt_tokens for p in points], [p.prefill_seconds * 1000 for p in points],
                                       [p.decode_fastest * 1000 for p in points], len(ids)), key="kv_latency", theme=None)
         st.caption(f"Measured now on this machine with the engine's own forward pass: each prompt (this one's tokens "
-                   f"repeated to length) prefilled into an empty cache {PREFILLS} times, in rounds over every length "
-                   f"(the fastest shown), then {DECODE_STEPS} greedy decode steps (the fastest shown). Other work on "
+                   f"repeated to length) prefilled into an empty cache, then {DECODE_STEPS} greedy decode steps; "
+                   f"{PREFILLS} rounds over every length, the fastest prefill and decode step shown. Other work on "
                    "the machine adds noise.")
 
         st.subheader("Prefix caching: the API forgets, the server remembers", anchor=False)

@@ -103,8 +103,8 @@ def cache_filler(model):
 
 @dataclass(frozen=True)
 class LatencyPoint:
-    """One prompt length: the prefill's wall time (the fastest of its timed prefills) and each following decode
-    step's."""
+    """One prompt length: the prefill's wall time (the fastest of its timed prefills) and every decode step timed
+    after them."""
 
     prompt_tokens: int
     prefill_seconds: float
@@ -140,15 +140,15 @@ def timed_prefill(stack, ids: Sequence[int], chunk: int, room: int = 0):
 
 def measure_latency(stack, chunk: int, ids: Sequence[int], lengths: Sequence[int],
                     decode_steps: int = 4, prefills: int = 2) -> list[LatencyPoint]:
-    """For each length n: prefill the first n of ``ids`` (repeated when shorter) into an empty cache ``prefills``
-    times, keeping the fastest (other work on the machine only ever adds time: under a test suite's load one
-    prefill of 16 tokens took 225 ms and one of 39 took 81 ms), then decode ``decode_steps`` greedy tokens one at
-    a time against the last cache, each call timed alone. ``stack`` and ``chunk`` are the engine's, so these are
-    the times the engine itself takes.
+    """For each length n: prefill the first n of ``ids`` (repeated when shorter) into an empty cache and decode
+    ``decode_steps`` greedy tokens one at a time against it, each call timed alone, ``prefills`` times. The point
+    keeps the fastest prefill and every decode step (the page shows the fastest: other work on the machine only
+    ever adds time; under a test suite's load one prefill of 16 tokens took 225 ms and one of 39 took 81 ms).
+    ``stack`` and ``chunk`` are the engine's, so these are the times the engine itself takes.
 
-    The prefills go in rounds over every length, the decode steps with the last round: a length's timings are a
-    whole sweep apart, so one burst of other work cannot hold up every prefill of the same length (timed back to
-    back, under a test suite's load 39 tokens read 171 ms against 125 ms for 64).
+    The repeats go in rounds over every length, so a length's timings are a whole sweep apart and one burst of other
+    work cannot hold up all of them (timed back to back under a test suite's load, 39 tokens' prefill read 171 ms
+    against 125 ms for 64, and 16 tokens' four decode steps 48 ms at the fastest against 15 ms after 512).
 
     One untimed short run of both (WARM_TOKENS prefilled, then the decode steps) first warms the caches and both
     code paths, so the first length measured is not charged for it: warmed by a prefill alone, the first length's
@@ -166,16 +166,14 @@ def measure_latency(stack, chunk: int, ids: Sequence[int], lengths: Sequence[int
         if not 1 <= length <= stack.max_positions - decode_steps:
             raise LifecycleError(f"prompt length {length} does not fit the window", param="lengths")
     prompts = {length: (ids * (length // len(ids) + 1))[:length] for length in sweep}
-    fastest = dict.fromkeys(sweep, math.inf)
-    for _ in range(prefills - 1):
+    prefill = dict.fromkeys(sweep, math.inf)
+    decode: dict[int, tuple[float, ...]] = dict.fromkeys(sweep, ())
+    for _ in range(prefills):
         for length in sweep:
-            fastest[length] = min(fastest[length], timed_prefill(stack, prompts[length], chunk, decode_steps)[0])
-    points = []
-    for length in sweep:
-        seconds, cache, logits = timed_prefill(stack, prompts[length], chunk, decode_steps)
-        points.append(LatencyPoint(length, min(fastest[length], seconds),
-                                   _decode_times(stack, cache, logits, length, decode_steps)))
-    return points
+            seconds, cache, logits = timed_prefill(stack, prompts[length], chunk, decode_steps)
+            prefill[length] = min(prefill[length], seconds)
+            decode[length] += _decode_times(stack, cache, logits, length, decode_steps)
+    return [LatencyPoint(length, prefill[length], decode[length]) for length in sweep]
 
 
 def _decode_times(stack, cache, logits, position: int, steps: int) -> tuple[float, ...]:
