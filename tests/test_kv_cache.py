@@ -8,8 +8,9 @@ from lifecycle.stages.context_window import Conversation, render_prompt
 from lifecycle.errors import LifecycleError
 from lifecycle.engine import shared_engine
 from lifecycle.stages.kv_cache import (WARM_TOKENS, KVCacheShape, LatencyPoint, cache_filler, cache_report,
-                                       latency_report, measure_cache, measure_latency, timed_prefill)
+                                       fastest_of, latency_report, measure_cache, measure_latency, timed_prefill)
 from lifecycle.features.multiturn import common_prefix, replay_turns
+from tests.engine_idle import until_idle
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def test_each_token_adds_the_same_bytes_and_gqa_saves_the_head_ratio(loaded, ids
 
 def test_latency_points_cover_each_length_with_its_decode_steps(loaded, ids):
     """(No timing assertions here: speed lives in `make bench`.)"""
-    points = latency_report(loaded, ids, [8, len(ids), 3 * len(ids)], decode_steps=3, prefills=2)
+    points = latency_report(loaded, ids, [8, len(ids), 3 * len(ids)], decode_steps=3, rounds=2)
     assert [p.prompt_tokens for p in points] == [8, len(ids), 3 * len(ids)]
     assert all(len(p.decode_seconds) == 2 * 3 and p.prefill_seconds > 0 for p in points)
     with pytest.raises(LifecycleError):
@@ -86,36 +87,44 @@ class _Watched:
         return self.stack.forward(segments, *args)
 
 
-def test_the_sweep_warms_both_paths_then_keeps_each_lengths_fastest_prefill(loaded, ids):
+def test_the_sweep_warms_both_paths_before_its_first_length(loaded, ids):
     """Warmed by a prefill alone, the first length's decode steps were charged for the decode path's first use
     (17.6 ms against 7.5 ms warm). Before the first timed prefill, an untimed one and its decode steps run; then
-    each length is prefilled ``prefills`` times (the fastest kept), each time decoded from."""
+    each length is prefilled and decoded from."""
     engine = shared_engine(loaded)
-    watched = _Watched(engine.stack, held=9)  # the last of the three prefills
-    points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [len(ids)], decode_steps=2,
-                                                   prefills=3))
+    watched = _Watched(engine.stack)
+    points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [len(ids)], decode_steps=2))
     warm = min(len(ids), WARM_TOKENS)
-    assert watched.calls == [[warm], [1], [1]] + [[len(ids)], [1], [1]] * 3
-    assert [p.prompt_tokens for p in points] == [len(ids)] and len(points[0].decode_seconds) == 3 * 2
-    # The fastest is kept: not the held-up last one, nor a mean that would carry its share of the wait.
-    assert 0 < points[0].prefill_seconds < _Watched.HELD_SECONDS / 3
+    assert watched.calls == [[warm], [1], [1], [len(ids)], [1], [1]]
+    assert [p.prompt_tokens for p in points] == [len(ids)] and len(points[0].decode_seconds) == 2
 
 
-def test_a_lengths_timings_are_a_sweep_apart(loaded, ids):
-    """The repeats go in rounds over every length, so one burst of other work cannot hold up all of one length's
-    timings: here the first round's decode step after the shorter length is held up, and its point still keeps a
-    fast one."""
+def test_rounds_keep_each_lengths_fastest_prefill_and_every_decode_step():
+    first = [LatencyPoint(16, 0.225, (0.020, 0.031)), LatencyPoint(39, 0.081, (0.009, 0.010))]
+    second = [LatencyPoint(16, 0.050, (0.008, 0.012)), LatencyPoint(39, 0.090, (0.011, 0.009))]
+    assert fastest_of([first, second]) == [LatencyPoint(16, 0.050, (0.020, 0.031, 0.008, 0.012)),
+                                           LatencyPoint(39, 0.081, (0.009, 0.010, 0.011, 0.009))]
+
+
+def test_the_report_times_each_length_a_sweep_apart(loaded, ids, monkeypatch):
+    """One engine job per length and round, in rounds over every length: a burst of other work holding up the
+    first round's shorter length (its prefill here) leaves the second round's, and the point keeps that one."""
     engine = shared_engine(loaded)
+    until_idle(engine, 60)
     short, long = len(ids), 2 * len(ids)
-    watched = _Watched(engine.stack, held=3)  # after the warm-up's two calls and the first prefill: its decode step
-    points = engine.run(lambda _m: measure_latency(watched, engine.prefill_chunk, ids, [long, short], decode_steps=1,
-                                                   prefills=2))
+    watched = _Watched(engine.stack, held=2)  # after the first job's warm-up (a prefill, one decode step)
+    monkeypatch.setattr(engine, "stack", watched)
+    points = latency_report(loaded, ids, [long, short], decode_steps=1, rounds=2)
     warm = min(len(ids), WARM_TOKENS)
-    assert watched.calls == [[warm], [1]] + [[short], [1], [long], [1]] * 2
-    assert [p.prompt_tokens for p in points] == [short, long]
-    assert 0 < points[0].decode_fastest < _Watched.HELD_SECONDS / 3
+
+    def job(length: int) -> list[list[int]]:
+        return [[warm], [1], [length], [1]]
+
+    assert watched.calls == job(short) + job(long) + job(short) + job(long)
+    assert [p.prompt_tokens for p in points] == [short, long] and len(points[0].decode_seconds) == 2
+    assert 0 < points[0].prefill_seconds < _Watched.HELD_SECONDS / 3
     with pytest.raises(LifecycleError):
-        engine.run(lambda _m: measure_latency(engine.stack, engine.prefill_chunk, ids, [len(ids)], prefills=0))
+        latency_report(loaded, ids, [short], rounds=0)
 
 
 def test_a_points_decode_step_is_its_fastest():

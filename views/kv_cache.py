@@ -25,7 +25,7 @@ from ui.when_idle import details_ready
 DETAILS = "kv_cache_details"  # ui.when_idle: everything under the replay comes in the run after it is drawn
 SWEEP = (16, 64, 256, 512)
 DECODE_STEPS = 4
-PREFILLS = 2  # each length timed twice, a sweep apart, the fastest kept: other work only adds time
+ROUNDS = 2  # each length timed twice, a sweep apart, the fastest kept: other work only adds time
 FOLLOW_UPS = ("Can you say that more simply?", "Give me one example.")
 TURN_TOKENS = 24
 ColdPrefills = tuple[tuple[tuple[int, ...], float], ...]  # (prompt ids, seconds) pairs, hashable for the cache key
@@ -38,7 +38,7 @@ def measured_cache(ids: tuple[int, ...], _loaded: LoadedModel) -> CacheMeasureme
 
 @per_prompt_cache
 def measured_latency(ids: tuple[int, ...], _loaded: LoadedModel) -> list[LatencyPoint]:
-    return latency_report(_loaded, ids, sorted({*SWEEP, len(ids)}), DECODE_STEPS, PREFILLS)
+    return latency_report(_loaded, ids, sorted({*SWEEP, len(ids)}), DECODE_STEPS, ROUNDS)
 
 
 @per_prompt_cache
@@ -154,7 +154,7 @@ def render() -> None:
                                       [p.decode_fastest * 1000 for p in points], len(ids)), key="kv_latency", theme=None)
         st.caption(f"Measured now on this machine with the engine's own forward pass: each prompt (this one's tokens "
                    f"repeated to length) prefilled into an empty cache, then {DECODE_STEPS} greedy decode steps; "
-                   f"{PREFILLS} rounds over every length, the fastest prefill and decode step shown. Other work on "
+                   f"{ROUNDS} rounds over every length, the fastest prefill and decode step shown. Other work on "
                    "the machine adds noise.")
 
         st.subheader("Prefix caching: the API forgets, the server remembers", anchor=False)

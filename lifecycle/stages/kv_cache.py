@@ -139,16 +139,10 @@ def timed_prefill(stack, ids: Sequence[int], chunk: int, room: int = 0):
 
 
 def measure_latency(stack, chunk: int, ids: Sequence[int], lengths: Sequence[int],
-                    decode_steps: int = 4, prefills: int = 2) -> list[LatencyPoint]:
-    """For each length n: prefill the first n of ``ids`` (repeated when shorter) into an empty cache and decode
-    ``decode_steps`` greedy tokens one at a time against it, each call timed alone, ``prefills`` times. The point
-    keeps the fastest prefill and every decode step (the page shows the fastest: other work on the machine only
-    ever adds time; under a test suite's load one prefill of 16 tokens took 225 ms and one of 39 took 81 ms).
-    ``stack`` and ``chunk`` are the engine's, so these are the times the engine itself takes.
-
-    The repeats go in rounds over every length, so a length's timings are a whole sweep apart and one burst of other
-    work cannot hold up all of them (timed back to back under a test suite's load, 39 tokens' prefill read 171 ms
-    against 125 ms for 64, and 16 tokens' four decode steps 48 ms at the fastest against 15 ms after 512).
+                    decode_steps: int = 4) -> list[LatencyPoint]:
+    """For each length n: prefill the first n of ``ids`` (repeated when shorter) into an empty cache, then decode
+    ``decode_steps`` greedy tokens one at a time against it, each call timed alone. ``stack`` and ``chunk`` are the
+    engine's, so these are the times the engine itself takes.
 
     One untimed short run of both (WARM_TOKENS prefilled, then the decode steps) first warms the caches and both
     code paths, so the first length measured is not charged for it: warmed by a prefill alone, the first length's
@@ -157,23 +151,25 @@ def measure_latency(stack, chunk: int, ids: Sequence[int], lengths: Sequence[int
     ids = [int(i) for i in ids]
     if decode_steps < 1:
         raise LifecycleError("decode_steps must be >= 1", param="decode_steps")
-    if prefills < 1:
-        raise LifecycleError("prefills must be >= 1", param="prefills")
     _, cache, logits = timed_prefill(stack, ids[:WARM_TOKENS], chunk, decode_steps)
     _decode_times(stack, cache, logits, min(len(ids), WARM_TOKENS), decode_steps)
     sweep = sorted({int(n) for n in lengths})
     for length in sweep:
         if not 1 <= length <= stack.max_positions - decode_steps:
             raise LifecycleError(f"prompt length {length} does not fit the window", param="lengths")
-    prompts = {length: (ids * (length // len(ids) + 1))[:length] for length in sweep}
-    prefill = dict.fromkeys(sweep, math.inf)
-    decode: dict[int, tuple[float, ...]] = dict.fromkeys(sweep, ())
-    for _ in range(prefills):
-        for length in sweep:
-            seconds, cache, logits = timed_prefill(stack, prompts[length], chunk, decode_steps)
-            prefill[length] = min(prefill[length], seconds)
-            decode[length] += _decode_times(stack, cache, logits, length, decode_steps)
-    return [LatencyPoint(length, prefill[length], decode[length]) for length in sweep]
+    points = []
+    for length in sweep:
+        seconds, cache, logits = timed_prefill(stack, (ids * (length // len(ids) + 1))[:length], chunk, decode_steps)
+        points.append(LatencyPoint(length, seconds, _decode_times(stack, cache, logits, length, decode_steps)))
+    return points
+
+
+def fastest_of(rounds: Sequence[Sequence[LatencyPoint]]) -> list[LatencyPoint]:
+    """Several sweeps of the same lengths as one: each length's fastest prefill and every decode step (other work
+    on the machine only ever adds time; under a test suite's load one prefill of 16 tokens took 225 ms and one of
+    39 took 81 ms)."""
+    return [LatencyPoint(same[0].prompt_tokens, min(p.prefill_seconds for p in same),
+                         tuple(step for p in same for step in p.decode_seconds)) for same in zip(*rounds)]
 
 
 def _decode_times(stack, cache, logits, position: int, steps: int) -> tuple[float, ...]:
@@ -204,13 +200,21 @@ def cache_report(loaded, ids: Sequence[int]) -> CacheMeasurement:
 
 
 def latency_report(loaded, ids: Sequence[int], lengths: Sequence[int], decode_steps: int = 4,
-                   prefills: int = 2) -> list[LatencyPoint]:
+                   rounds: int = 2) -> list[LatencyPoint]:
     """``measure_latency`` with the engine's own stack, one engine job per length: each job has the model to
-    itself (so its times are clean), and other requests' steps run between them."""
+    itself (so its times are clean), and other requests' steps run between them. ``rounds`` sweeps over every
+    length, kept as ``fastest_of`` them: a length's timings are a whole sweep apart, so one burst of other work
+    cannot hold up all of them (timed back to back under a test suite's load, 39 tokens' prefill read 171 ms
+    against 125 ms for 64, and 16 tokens' fastest of four decode steps 48 ms against 15 ms after 512)."""
     from lifecycle.engine import shared_engine
 
+    if rounds < 1:
+        raise LifecycleError("rounds must be >= 1", param="rounds")
     engine = shared_engine(loaded)
     _checked(loaded.model, ids)
-    return [point for length in sorted({int(n) for n in lengths}) for point in engine.run(
-        lambda _model, length=length: measure_latency(engine.stack, engine.prefill_chunk, ids, [length], decode_steps,
-                                                      prefills))]
+    sweep = sorted({int(n) for n in lengths})
+
+    def one(length: int) -> list[LatencyPoint]:
+        return engine.run(lambda _m: measure_latency(engine.stack, engine.prefill_chunk, ids, [length], decode_steps))
+
+    return fastest_of([[point for length in sweep for point in one(length)] for _ in range(rounds)])
